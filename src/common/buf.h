@@ -1,0 +1,27 @@
+/* buf.h: a growable byte buffer, always NUL-terminated after its data.
+ * Invariant: data is NULL and len == cap == 0, or len < cap and data[len] == 0.
+ * The buffer owns data; buf_fini frees it, buf_steal hands it to the caller. */
+#ifndef GPUQ_BUF_H
+#define GPUQ_BUF_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+struct buf {
+    char *data;
+    size_t len;
+    size_t cap;
+};
+
+void buf_init(struct buf *b);
+void buf_fini(struct buf *b);
+void buf_reset(struct buf *b);
+void buf_reserve(struct buf *b, size_t extra);
+void buf_append(struct buf *b, const void *p, size_t n);
+void buf_puts(struct buf *b, const char *s);
+void buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void buf_vprintf(struct buf *b, const char *fmt, va_list ap);
+/* buf_steal returns the data (caller frees) and leaves the buffer empty. */
+char *buf_steal(struct buf *b);
+
+#endif

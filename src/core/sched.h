@@ -1,0 +1,161 @@
+/* sched.h: the scheduler — the one interface through which gpuqd and gpuq-sim
+ * place jobs on GPUs. Pure and deterministic: no I/O, no clocks, no threads;
+ * every call takes `now` (monotonic nanoseconds) from its caller.
+ *
+ * Model of the world:
+ * - models: name → VRAM footprint, load time prior, class (generation|utility).
+ * - workers: one per GPU (id, capabilities, VRAM, concurrency, loaded models,
+ *   telemetry). Refreshed by the caller from registrations and heartbeats.
+ * - jobs: queued (global per-capability queues), placed (in one worker's
+ *   bounded queue, not started: may still move — late binding, R20), running
+ *   (taken by the worker; holds a slot until finished).
+ *
+ * Flow: sched_job_add → sched_dispatch places queued jobs into worker queues,
+ * one decision (with explanation) each → sched_take hands a worker its next
+ * placed job (it becomes running) → sched_job_finished frees the slot and
+ * feeds the estimator. sched_worker_remove sends a lost worker's placed jobs
+ * back to the queue and reports its running ones through the callback.
+ *
+ * Ownership: struct sched owns copies of everything passed in; pointers it
+ * returns (explanations) are valid until the next call that mutates it.
+ * One thread owns a struct sched (DESIGN.md: one owner for scheduling state). */
+#ifndef GPUQ_CORE_SCHED_H
+#define GPUQ_CORE_SCHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SCHED_NAME_MAX 64     /* ids, capability tags, model names (incl. NUL) */
+#define SCHED_MAX_CAPS 16     /* capabilities per worker */
+#define SCHED_MAX_LOADED 16   /* models resident on one GPU */
+#define SCHED_EXPLAIN_MAX 16  /* scored candidates kept in one explanation */
+
+enum sched_lane { SCHED_LANE_INTERACTIVE = 0, SCHED_LANE_BATCH = 1 };
+enum sched_tier { SCHED_TIER_PAID = 0, SCHED_TIER_FREE = 1 };
+enum model_class { MODEL_GENERATION = 0, MODEL_UTILITY = 1 };
+
+/* What the caller knows of a model (config or workload). */
+struct model_info {
+    char name[SCHED_NAME_MAX];
+    int64_t vram_mb;      /* resident footprint */
+    int64_t load_ms;      /* prior for the load time until measured */
+    enum model_class cls;
+};
+
+/* A model resident on a GPU, as the agent reports it. */
+struct loaded_model {
+    char name[SCHED_NAME_MAX];
+    int64_t vram_mb;
+    bool pinned;
+    int64_t last_used_ns; /* caller's monotonic clock; 0 = unknown */
+};
+
+/* A worker (one GPU) as the caller sees it now. */
+struct worker_info {
+    char id[SCHED_NAME_MAX];
+    char gpu_class[SCHED_NAME_MAX];   /* e.g. "NVIDIA GeForce RTX 5090" */
+    char caps[SCHED_MAX_CAPS][SCHED_NAME_MAX];
+    int ncaps;
+    int concurrency;                  /* slots; >= 1 */
+    int64_t vram_total_mb;
+    int64_t vram_free_mb;
+    struct loaded_model loaded[SCHED_MAX_LOADED];
+    int nloaded;
+    double temp_c;
+    bool throttling;                  /* clocks held down (thermal or power) */
+    double speed;                     /* measured relative speed; 1.0 = nominal, 0 = unknown */
+    bool healthy;
+    bool draining;                    /* takes nothing new */
+};
+
+/* What the scheduler needs of a job. */
+struct job_spec {
+    uint64_t id;
+    char capability[SCHED_NAME_MAX];
+    char model[SCHED_NAME_MAX];
+    enum sched_lane lane;
+    enum sched_tier tier;
+    uint32_t width, height, steps, frames; /* 0 = not given */
+    int64_t submit_ns;
+    char exclude_worker[SCHED_NAME_MAX];   /* retry: avoid this worker ("" = none) */
+};
+
+/* One scored (or rejected) candidate of a decision. */
+struct sched_candidate {
+    char worker_id[SCHED_NAME_MAX];
+    double score_s;      /* estimated completion time, seconds from now (lower wins) */
+    double wait_s;       /* until a slot frees */
+    double load_s;       /* model load incl. evictions; 0 when warm */
+    double run_s;        /* estimated run time on this GPU */
+    double thermal_factor;
+    double load_ratio;   /* inflight / concurrency */
+    bool warm;
+    int evictions;
+};
+
+/* Why a decision came out as it did (R21). */
+struct sched_explain {
+    uint64_t job_id;
+    char winner[SCHED_NAME_MAX]; /* empty: no GPU could take it (stays queued) */
+    char reason[160];            /* one line a person can read */
+    int ncandidates;             /* candidates scored (may exceed SCHED_EXPLAIN_MAX) */
+    int nkept;                   /* entries in cand[], best first */
+    struct sched_candidate cand[SCHED_EXPLAIN_MAX];
+    int filtered_capability, filtered_vram, filtered_busy, filtered_unhealthy;
+};
+
+struct sched_config {
+    int queue_depth;             /* placed-but-not-started jobs per worker (R20); default 2 */
+    double hot_temp_c;           /* at/above: thermal penalty applies; default 80 */
+    double hot_penalty;          /* multiplier on the wait of a hot GPU; default 2.0 */
+};
+
+struct sched;
+
+/* sched_config_defaults fills cfg with the documented defaults. */
+void sched_config_defaults(struct sched_config *cfg);
+struct sched *sched_create(const struct sched_config *cfg);
+void sched_destroy(struct sched *s);
+
+/* Models. Adding an existing name replaces its info. */
+int sched_model_set(struct sched *s, const struct model_info *m);
+
+/* Workers: add or refresh; removing returns placed jobs to the queue and
+ * calls lost(job_id, arg) for each job running there (caller re-queues or
+ * fails them). */
+int sched_worker_update(struct sched *s, const struct worker_info *w, int64_t now);
+int sched_worker_remove(struct sched *s, const char *worker_id, int64_t now,
+                        void (*lost)(uint64_t job_id, void *arg), void *arg);
+
+/* Jobs. */
+/* sched_estimate_cost: estimated GPU-seconds for the job on a nominal GPU (R7). */
+double sched_estimate_cost(const struct sched *s, const struct job_spec *j);
+int sched_job_add(struct sched *s, const struct job_spec *j, int64_t now);
+/* Removes a queued/placed job; a running job is only forgotten (the caller aborts it). */
+int sched_job_cancel(struct sched *s, uint64_t job_id, int64_t now);
+/* A job's run ended (any outcome): frees its slot; on success feeds the estimator. */
+int sched_job_finished(struct sched *s, uint64_t job_id, bool ok, int64_t load_ns,
+                       int64_t run_ns, int64_t now);
+
+/* Dispatch: place queued jobs into worker queues. Calls placed(job_id,
+ * worker_id, explain, arg) for each placement; returns how many were placed. */
+int sched_dispatch(struct sched *s, int64_t now,
+                   void (*placed)(uint64_t job_id, const char *worker_id,
+                                  const struct sched_explain *why, void *arg),
+                   void *arg);
+/* sched_take: the worker asks for work. Gives its next placed job (now running)
+ * in *job_id, or returns GPUQ_EAGAIN when it has none. */
+int sched_take(struct sched *s, const char *worker_id, int64_t now, uint64_t *job_id);
+
+/* Introspection for ETAs and metrics. */
+struct sched_stats {
+    int queued, placed, running, workers;
+    double backlog_s;            /* estimated GPU-seconds of queued + placed work */
+};
+void sched_stats(const struct sched *s, struct sched_stats *out);
+/* Estimated seconds until the job starts and finishes (R12); -1 if unknown. */
+int sched_job_eta(const struct sched *s, uint64_t job_id, int64_t now, double *start_s,
+                  double *finish_s);
+
+#endif
