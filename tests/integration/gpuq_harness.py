@@ -1,0 +1,216 @@
+"""Integration-test harness: starts the real binaries on 127.0.0.1 (port 0) in
+temp dirs and talks to them over HTTP. Every wait is bounded in time and ends
+on an observed condition (a file written, a state reached), never on a sleep.
+
+The binaries come from $GPUQ_BUILD (default: ./build)."""
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.parse
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("GPUQ_BUILD", os.path.join(ROOT, "build"))
+SANITIZED = os.environ.get("GPUQ_SANITIZED") == "1"
+# Sanitized binaries run several times slower; bounds scale with them.
+SLOW = 3.0 if SANITIZED else 1.0
+
+
+def binary(name):
+    return os.path.join(BUILD, name)
+
+
+def wait_until(cond, timeout_s, what, interval_s=0.01):
+    """Polls cond() until it returns a truthy value or timeout_s passes."""
+    deadline = time.monotonic() + timeout_s * SLOW
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s * SLOW:.1f}s waiting for {what}")
+        time.sleep(interval_s)
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    def json(self):
+        return json.loads(self.body)
+
+    def header(self, name):
+        for k, v in self.headers:
+            if k.lower() == name.lower():
+                return v
+        return None
+
+    def __repr__(self):
+        return f"<Response {self.status} {self.body[:300]!r}>"
+
+
+class Client:
+    """A keep-alive HTTP client bound to one base URL and one key."""
+
+    def __init__(self, url, key=None, timeout=30):
+        u = urllib.parse.urlparse(url)
+        self.host, self.port = u.hostname, u.port
+        self.key = key
+        self.timeout = timeout
+        self.conn = None
+
+    def _connect(self):
+        self.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout * SLOW)
+
+    def request(self, method, path, body=None, key=..., headers=None, raw=False):
+        hdrs = dict(headers or {})
+        k = self.key if key is ... else key
+        if k:
+            hdrs["Authorization"] = f"Bearer {k}"
+        data = None
+        if body is not None:
+            if raw:
+                data = body
+            else:
+                data = json.dumps(body).encode()
+                hdrs.setdefault("Content-Type", "application/json")
+        for attempt in range(2):
+            if self.conn is None:
+                self._connect()
+            try:
+                self.conn.request(method, path, body=data, headers=hdrs)
+                r = self.conn.getresponse()
+                payload = r.read()
+                resp = Response(r.status, r.getheaders(), payload)
+                if r.getheader("Connection", "").lower() == "close":
+                    self.close()
+                return resp
+            except (ConnectionError, http.client.RemoteDisconnected, BrokenPipeError):
+                self.close()
+                if attempt == 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path, body=None, **kw):
+        return self.request("POST", path, body, **kw)
+
+    def delete(self, path, **kw):
+        return self.request("DELETE", path, **kw)
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+class Head:
+    """A real gpuqd on 127.0.0.1:0 with its data in data_dir."""
+
+    def __init__(self, data_dir, config_text=None, env=None):
+        self.data_dir = str(data_dir)
+        os.makedirs(self.data_dir, exist_ok=True)
+        self.config_path = None
+        if config_text is not None:
+            self.config_path = os.path.join(self.data_dir, "gpuqd.conf")
+            with open(self.config_path, "w") as f:
+                f.write(config_text)
+        self.env = dict(os.environ)
+        self.env.pop("GPUQ_ADMIN_KEY", None)
+        self.env.update(env or {})
+        self.proc = None
+        self.url = None
+        self.admin_key = None
+        self.log_path = os.path.join(self.data_dir, "gpuqd.log")
+
+    def start(self, listen="127.0.0.1:0"):
+        url_file = os.path.join(self.data_dir, "head.url")
+        if os.path.exists(url_file):
+            os.unlink(url_file)
+        args = [binary("gpuqd"), "--listen", listen, "--data", self.data_dir]
+        if self.config_path:
+            args += ["--config", self.config_path]
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, env=self.env, stdout=self.log, stderr=self.log,
+                                     start_new_session=True)
+
+        def ready():
+            if self.proc.poll() is not None:
+                raise AssertionError(f"gpuqd exited with {self.proc.returncode}: {self.tail()}")
+            return os.path.exists(url_file)
+
+        wait_until(ready, 20, "gpuqd to write head.url")
+        with open(url_file) as f:
+            self.url = f.read().strip()
+        with open(os.path.join(self.data_dir, "admin.key")) as f:
+            self.admin_key = f.read().strip()
+        return self
+
+    def tail(self, n=4000):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read()[-n:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def client(self, key=...):
+        return Client(self.url, self.admin_key if key is ... else key)
+
+    def admin(self):
+        return self.client(self.admin_key)
+
+    def add_tenant(self, name, tier="paid"):
+        r = self.admin().post("/v1/tenants", {"name": name, "tier": tier})
+        assert r.status == 201, r
+        return r.json()["key"]
+
+    def add_worker_token(self, name="agents"):
+        r = self.admin().post("/v1/worker-tokens", {"name": name})
+        assert r.status == 201, r
+        return r.json()["token"]
+
+    def kill9(self):
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def stop(self):
+        """SIGTERM and wait; returns the exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20 * SLOW)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self.log.close()
+        return self.proc.returncode
+
+
+def spawn(args, log_path, env=None):
+    """Starts a helper process (agent, runtime) logging to log_path."""
+    e = dict(os.environ)
+    e.update(env or {})
+    log = open(log_path, "ab")
+    return subprocess.Popen(args, env=e, stdout=log, stderr=log, start_new_session=True)
+
+
+def stop_proc(proc, timeout=20):
+    if proc is None or proc.poll() is not None:
+        return proc.returncode if proc else None
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout * SLOW)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+    return proc.returncode
