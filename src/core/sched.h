@@ -26,14 +26,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/types.h"
+
 #define SCHED_NAME_MAX 64     /* ids, capability tags, model names (incl. NUL) */
 #define SCHED_MAX_CAPS 16     /* capabilities per worker */
 #define SCHED_MAX_LOADED 16   /* models resident on one GPU */
 #define SCHED_EXPLAIN_MAX 16  /* scored candidates kept in one explanation */
 
-enum sched_lane { SCHED_LANE_INTERACTIVE = 0, SCHED_LANE_BATCH = 1 };
-enum sched_tier { SCHED_TIER_PAID = 0, SCHED_TIER_FREE = 1 };
-enum model_class { MODEL_GENERATION = 0, MODEL_UTILITY = 1 };
+/* enum sched_lane, enum sched_tier, enum model_class live in core/types.h. */
 
 /* What the caller knows of a model (config or workload). */
 struct model_info {
