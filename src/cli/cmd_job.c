@@ -1,0 +1,389 @@
+/* cmd_job.c: the job commands of gpuq: submit (and --wait), get, ls, cancel. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/render.h"
+#include "cli/wait.h"
+#include "common/alloc.h"
+#include "common/buf.h"
+#include "common/clock.h"
+
+static const char *const lanes[] = {"interactive", "batch", NULL};
+static const char *const tiers[] = {"paid", "free", NULL};
+static const char *const states[] = {"queued", "running", "succeeded", "failed", "cancelled",
+                                     NULL};
+
+/* A --param value as JSON: integers, reals, true/false/null as such, else a
+ * string. */
+static json_t *param_value(const char *v)
+{
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (*v && !*end && !errno)
+        return json_integer(n);
+    errno = 0;
+    double d = strtod(v, &end);
+    if (*v && !*end && !errno)
+        return json_real(d);
+    if (strcmp(v, "true") == 0)
+        return json_true();
+    if (strcmp(v, "false") == 0)
+        return json_false();
+    if (strcmp(v, "null") == 0)
+        return json_null();
+    return json_string(v);
+}
+
+/* Adds --NAME as an integer params[key] when given. */
+static int put_int_param(const char *cmd, struct opt *table, const char *flag, const char *key,
+                         json_t *params)
+{
+    struct opt *o = opts_find(table, flag);
+    if (!opts_given(o))
+        return 0;
+    long long n;
+    if (opts_int(cmd, o, INT64_MIN / 2, INT64_MAX / 2, &n) < 0)
+        return CLI_EUSAGE;
+    json_object_set_new(params, key, json_integer(n));
+    return 0;
+}
+
+static struct opt submit_opts[] = {
+    {.name = "capability", .arg = "CAP", .help = "capability tag, e.g. image.fast (required)"},
+    {.name = "model", .arg = "M", .help = "model (default: the capability's default)"},
+    {.name = "prompt", .arg = "P", .help = "prompt text"},
+    {.name = "negative-prompt", .arg = "P", .help = "negative prompt text"},
+    {.name = "width", .arg = "W", .help = "width in pixels (64..4096, multiple of 8)"},
+    {.name = "height", .arg = "H", .help = "height in pixels (64..4096, multiple of 8)"},
+    {.name = "steps", .arg = "S", .help = "sampling steps (1..500)"},
+    {.name = "frames", .arg = "F", .help = "video frames (0..1000)"},
+    {.name = "seed", .arg = "N", .help = "random seed"},
+    {.name = "param", .arg = "K=V", .help = "any other parameter (numbers and true/false typed)",
+     .repeat = 1},
+    {.name = "lane", .arg = "L", .help = "interactive | batch (default interactive)"},
+    {.name = "priority", .arg = "T", .help = "paid | free (default: the tenant's tier)"},
+    {.name = "idempotency-key", .arg = "K", .help = "a retried submit with K returns the first job"},
+    {.name = "deadline", .arg = "MS", .help = "deadline, Unix ms (or +MS from now)"},
+    {.name = "wait", .help = "wait for the job to end, showing progress, and download its result"},
+    {.name = "timeout", .arg = "S", .help = "with --wait: give up waiting after S seconds"},
+    {.name = "output", .arg = "FILE", .help = "with --wait: where to save the result (default ID.png)"},
+    {0},
+};
+
+/* Builds the POST /v1/jobs body from the flags; an exit code on error. */
+static int build_submit_body(const char *cmd, json_t **out)
+{
+    struct opt *t = submit_opts;
+    json_t *body = json_object();
+    json_t *params = json_object();
+    int rc = CLI_EUSAGE;
+    struct opt *o = opts_find(t, "capability");
+    if (!opts_given(o) || !*o->value) {
+        fprintf(stderr, "gpuq %s: --capability is required (e.g. --capability image.fast)\n",
+                cmd);
+        goto fail;
+    }
+    json_object_set_new(body, "capability", json_string(o->value));
+    if (opts_given(o = opts_find(t, "model")))
+        json_object_set_new(body, "model", json_string(o->value));
+    if (opts_given(o = opts_find(t, "prompt")))
+        json_object_set_new(params, "prompt", json_string(o->value));
+    if (opts_given(o = opts_find(t, "negative-prompt")))
+        json_object_set_new(params, "negative_prompt", json_string(o->value));
+    if (put_int_param(cmd, t, "width", "width", params) ||
+        put_int_param(cmd, t, "height", "height", params) ||
+        put_int_param(cmd, t, "steps", "steps", params) ||
+        put_int_param(cmd, t, "frames", "frames", params) ||
+        put_int_param(cmd, t, "seed", "seed", params))
+        goto fail;
+    o = opts_find(t, "param");
+    for (size_t i = 0; i < o->nvalues; i++) {
+        const char *kv = o->values[i];
+        const char *eq = strchr(kv, '=');
+        if (!eq || eq == kv) {
+            fprintf(stderr, "gpuq %s: --param: expected KEY=VALUE, got '%s'\n", cmd, kv);
+            goto fail;
+        }
+        char *key = xstrndup(kv, (size_t)(eq - kv));
+        json_object_set_new(params, key, param_value(eq + 1));
+        free(key);
+    }
+    if (json_object_size(params) > 0)
+        json_object_set(body, "params", params);
+    if (opts_given(o = opts_find(t, "lane"))) {
+        if (opts_choice(cmd, o, lanes) < 0)
+            goto fail;
+        json_object_set_new(body, "lane", json_string(o->value));
+    }
+    if (opts_given(o = opts_find(t, "priority"))) {
+        if (opts_choice(cmd, o, tiers) < 0)
+            goto fail;
+        json_object_set_new(body, "priority", json_string(o->value));
+    }
+    if (opts_given(o = opts_find(t, "idempotency-key")))
+        json_object_set_new(body, "idempotency_key", json_string(o->value));
+    if (opts_given(o = opts_find(t, "deadline"))) {
+        long long ms;
+        int relative = o->value[0] == '+';
+        struct opt tmp = *o;
+        tmp.value = o->value + relative;
+        if (opts_int(cmd, &tmp, 0, INT64_MAX / 2, &ms) < 0)
+            goto fail;
+        if (relative)
+            ms += clock_wall_ms();
+        json_object_set_new(body, "deadline", json_integer(ms));
+    }
+    json_decref(params);
+    *out = body;
+    return CLI_OK;
+fail:
+    json_decref(params);
+    json_decref(body);
+    return rc;
+}
+
+/* Waits for a submitted job, prints the outcome and downloads the result. */
+static int submit_wait(struct cli *c, const char *id)
+{
+    double timeout = 0;
+    struct opt *o = opts_find(submit_opts, "timeout");
+    if (opts_given(o)) {
+        long long s;
+        if (opts_int(c->cmd, o, 1, 86400 * 365, &s) < 0)
+            return CLI_EUSAGE;
+        timeout = (double)s;
+    }
+    json_t *job = NULL;
+    int rc = wait_job(c, id, timeout, &job);
+    if (rc != CLI_OK)
+        return rc;
+    const char *state = json_string_value(json_object_get(job, "state"));
+    const json_t *result = json_object_get(job, "result");
+    char path[1024] = "";
+    if (strcmp(state, "succeeded") == 0 && json_is_object(result)) {
+        o = opts_find(submit_opts, "output");
+        if (opts_given(o)) {
+            snprintf(path, sizeof path, "%s", o->value);
+        } else {
+            const char *ct = json_string_value(json_object_get(result, "content_type"));
+            /* The id comes from the server: keep only safe characters in a file name. */
+            char safe[128];
+            size_t n = 0;
+            for (const char *p = id; *p && n < sizeof safe - 1; p++)
+                safe[n++] = (strchr("/\\", *p) || *p == '.') ? '_' : *p;
+            safe[n] = '\0';
+            snprintf(path, sizeof path, "%s.%s", safe, wait_result_ext(ct));
+        }
+        rc = wait_download(c, id, path);
+        if (rc == CLI_OK)
+            fprintf(stderr, "wrote %s\n", path);
+    } else if (strcmp(state, "succeeded") != 0) {
+        const json_t *err = json_object_get(job, "error");
+        char cls[64], msg[512];
+        if (json_is_object(err))
+            fprintf(stderr, "gpuq %s: job %s %s: %s: %s\n", c->cmd, id, state,
+                    render_str(err, "class", cls, sizeof cls),
+                    render_str(err, "message", msg, sizeof msg));
+        else
+            fprintf(stderr, "gpuq %s: job %s %s\n", c->cmd, id, state);
+        rc = CLI_EREFUSED;
+    }
+    if (c->json) {
+        if (path[0] && rc == CLI_OK)
+            json_object_set_new(job, "output_file", json_string(path));
+        cli_print_json(job);
+    } else if (path[0] && rc == CLI_OK) {
+        printf("%s\n", path);
+    }
+    json_decref(job);
+    return rc;
+}
+
+int cmd_submit(int argc, char **argv)
+{
+    struct cli c = {0};
+    int rc = cli_start(&c, "submit",
+                       "submit --capability CAP [--model M] [--prompt P] [--width W --height H "
+                       "--steps S --frames F --seed N] [--param K=V …] [--lane L] [--priority T] "
+                       "[--idempotency-key K] [--deadline MS] [--wait [--output FILE]]",
+                       "Submits a generation job. Prints the job id (with --json the job); with "
+                       "--wait follows it to the end, printing progress to stderr, and saves its "
+                       "result.",
+                       submit_opts, argc, argv);
+    if (rc != CLI_OK)
+        return rc < 0 ? CLI_OK : rc;
+    if (c.npos > 0) {
+        fprintf(stderr, "gpuq submit: unexpected argument '%s'\n", c.pos[0]);
+        cli_finish(&c);
+        return CLI_EUSAGE;
+    }
+    int waiting = opts_given(opts_find(submit_opts, "wait"));
+    if (!waiting && (opts_given(opts_find(submit_opts, "output")) ||
+                     opts_given(opts_find(submit_opts, "timeout")))) {
+        fprintf(stderr, "gpuq submit: --%s needs --wait\n",
+                opts_given(opts_find(submit_opts, "output")) ? "output" : "timeout");
+        cli_finish(&c);
+        return CLI_EUSAGE;
+    }
+    json_t *body = NULL;
+    if ((rc = build_submit_body(c.cmd, &body)) != CLI_OK) {
+        cli_finish(&c);
+        return rc;
+    }
+    json_t *job = NULL;
+    rc = cli_call(&c, "POST", "/v1/jobs", body, CLI_REQUEST_TIMEOUT_S, &job);
+    json_decref(body);
+    if (rc != CLI_OK) {
+        cli_finish(&c);
+        return rc;
+    }
+    char id[128];
+    render_str(job, "id", id, sizeof id);
+    if (waiting) {
+        char line[512];
+        render_progress(job, line, sizeof line);
+        fprintf(stderr, "submitted %s\n", line);
+        rc = submit_wait(&c, id);
+    } else if (c.json) {
+        cli_print_json(job);
+    } else {
+        printf("%s\n", id);
+    }
+    json_decref(job);
+    cli_finish(&c);
+    return rc;
+}
+
+static struct opt no_opts[] = {{0}};
+
+/* Runs a command that takes exactly one positional ID. */
+static int start_with_id(struct cli *c, const char *cmd, const char *usage, const char *about,
+                         struct opt *table, int argc, char **argv, char **eid)
+{
+    int rc = cli_start(c, cmd, usage, about, table, argc, argv);
+    if (rc != CLI_OK)
+        return rc;
+    if (c->npos != 1) {
+        fprintf(stderr, "gpuq %s: %s (usage: gpuq %s)\n", cmd,
+                c->npos ? "expected one job id" : "missing job id", usage);
+        cli_finish(c);
+        return CLI_EUSAGE;
+    }
+    *eid = client_escape(c->pos[0]);
+    return CLI_OK;
+}
+
+int cmd_get(int argc, char **argv)
+{
+    struct cli c = {0};
+    char *eid = NULL;
+    int rc = start_with_id(&c, "get", "get ID", "Shows a job: state, progress, ETA, result.",
+                           no_opts, argc, argv, &eid);
+    if (rc != CLI_OK)
+        return rc < 0 ? CLI_OK : rc;
+    char path[256];
+    snprintf(path, sizeof path, "/v1/jobs/%s", eid);
+    json_t *job = NULL;
+    rc = cli_call(&c, "GET", path, NULL, CLI_REQUEST_TIMEOUT_S, &job);
+    if (rc == CLI_OK) {
+        if (c.json)
+            cli_print_json(job);
+        else
+            render_job(stdout, job);
+    }
+    json_decref(job);
+    free(eid);
+    cli_finish(&c);
+    return rc;
+}
+
+int cmd_cancel(int argc, char **argv)
+{
+    struct cli c = {0};
+    char *eid = NULL;
+    int rc = start_with_id(&c, "cancel", "cancel ID",
+                           "Cancels a queued or running job (a running job is aborted on its GPU).",
+                           no_opts, argc, argv, &eid);
+    if (rc != CLI_OK)
+        return rc < 0 ? CLI_OK : rc;
+    char path[256];
+    snprintf(path, sizeof path, "/v1/jobs/%s", eid);
+    json_t *job = NULL;
+    rc = cli_call(&c, "DELETE", path, NULL, CLI_REQUEST_TIMEOUT_S, &job);
+    if (rc == CLI_OK) {
+        if (c.json) {
+            cli_print_json(job);
+        } else {
+            char st[32];
+            const char *state = render_str(job, "state", st, sizeof st);
+            printf("job %s: %s\n", c.pos[0], strcmp(state, "-") ? state : "cancelled");
+        }
+    }
+    json_decref(job);
+    free(eid);
+    cli_finish(&c);
+    return rc;
+}
+
+static struct opt ls_opts[] = {
+    {.name = "state", .arg = "S", .help = "queued | running | succeeded | failed | cancelled"},
+    {.name = "capability", .arg = "C", .help = "only jobs of this capability"},
+    {.name = "limit", .arg = "N", .help = "at most N jobs (1..500, default 50)"},
+    {.name = "after", .arg = "CURSOR", .help = "the page after CURSOR (printed by the previous page)"},
+    {0},
+};
+
+int cmd_ls(int argc, char **argv)
+{
+    struct cli c = {0};
+    int rc = cli_start(&c, "ls", "ls [--state S] [--capability C] [--limit N] [--after CURSOR]",
+                       "Lists your jobs, newest first.", ls_opts, argc, argv);
+    if (rc != CLI_OK)
+        return rc < 0 ? CLI_OK : rc;
+    struct buf q;
+    buf_init(&q);
+    buf_puts(&q, "/v1/jobs");
+    char sep = '?';
+    const char *names[] = {"state", "capability", "limit", "after"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        struct opt *o = opts_find(ls_opts, names[i]);
+        if (!opts_given(o))
+            continue;
+        long long n;
+        if ((strcmp(names[i], "state") == 0 && opts_choice(c.cmd, o, states) < 0) ||
+            (strcmp(names[i], "limit") == 0 && opts_int(c.cmd, o, 1, 500, &n) < 0)) {
+            rc = CLI_EUSAGE;
+            goto out;
+        }
+        char *v = client_escape(o->value);
+        buf_printf(&q, "%c%s=%s", sep, names[i], v);
+        free(v);
+        sep = '&';
+    }
+    if (c.npos > 0) {
+        fprintf(stderr, "gpuq ls: unexpected argument '%s'\n", c.pos[0]);
+        rc = CLI_EUSAGE;
+        goto out;
+    }
+    json_t *page = NULL;
+    rc = cli_call(&c, "GET", q.data, NULL, CLI_REQUEST_TIMEOUT_S, &page);
+    if (rc == CLI_OK) {
+        if (c.json) {
+            cli_print_json(page);
+        } else {
+            render_jobs_table(stdout, json_object_get(page, "jobs"));
+            char next[128];
+            if (strcmp(render_str(page, "next", next, sizeof next), "-") != 0 && next[0])
+                fprintf(stderr, "more: gpuq ls --after %s\n", next);
+        }
+    }
+    json_decref(page);
+out:
+    buf_fini(&q);
+    cli_finish(&c);
+    return rc;
+}
