@@ -92,6 +92,8 @@ struct sched_candidate {
     double load_ratio;   /* inflight / concurrency */
     bool warm;
     int evictions;
+    double evict_penalty_s; /* reload cost of the models it would evict (added to score_s) */
+    double speed;        /* effective speed used for run_s */
 };
 
 /* Why a decision came out as it did (R21). */
@@ -109,6 +111,11 @@ struct sched_config {
     int queue_depth;             /* placed-but-not-started jobs per worker (R20); default 2 */
     double hot_temp_c;           /* at/above: thermal penalty applies; default 80 */
     double hot_penalty;          /* multiplier on the wait of a hot GPU; default 2.0 */
+    double move_margin_s;        /* late binding moves a job only if it finishes this much
+                                    sooner; default 0.25 */
+    double evict_weight;         /* weight of evicted models' reload time in the score;
+                                    default 1.0 (0 = pure completion time) */
+    int free_tier_every;         /* the free tier gets one pick in N when both wait; default 4 */
 };
 
 struct sched;
@@ -120,6 +127,15 @@ void sched_destroy(struct sched *s);
 
 /* Models. Adding an existing name replaces its info. */
 int sched_model_set(struct sched *s, const struct model_info *m);
+
+/* sched_model_prior: run-time prior for a model — run_s seconds at ref_work
+ * (width x height x steps x frames, factors 1 when absent) on a nominal GPU,
+ * used until measurements arrive. Optional (default prior: 1 s). */
+int sched_model_prior(struct sched *s, const char *model, double run_s, uint32_t width,
+                      uint32_t height, uint32_t steps, uint32_t frames);
+/* sched_cap_limit: fan-out cap (R14) — while other capabilities have work
+ * waiting, jobs of cap occupy at most max_gpus GPUs (0 = no cap). */
+int sched_cap_limit(struct sched *s, const char *cap, int max_gpus);
 
 /* Workers: add or refresh; removing returns placed jobs to the queue and
  * calls lost(job_id, arg) for each job running there (caller re-queues or
@@ -152,6 +168,7 @@ int sched_take(struct sched *s, const char *worker_id, int64_t now, uint64_t *jo
 struct sched_stats {
     int queued, placed, running, workers;
     double backlog_s;            /* estimated GPU-seconds of queued + placed work */
+    int64_t decisions, moves;    /* placements made; late-binding moves among them */
 };
 void sched_stats(const struct sched *s, struct sched_stats *out);
 /* Estimated seconds until the job starts and finishes (R12); -1 if unknown. */

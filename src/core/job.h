@@ -1,0 +1,31 @@
+/* job.h: a job as the scheduler core holds it (internal to src/core).
+ * Invariant: state says which list links it — QUEUED: its capability's
+ * job_queue; PLACED: worker->placed (FIFO, not started, may move); RUNNING:
+ * worker->running. w is NULL exactly when QUEUED. */
+#ifndef GPUQ_CORE_JOB_H
+#define GPUQ_CORE_JOB_H
+
+#include <stdint.h>
+
+#include "core/sched.h"
+
+enum sjob_state { SJOB_QUEUED = 0, SJOB_PLACED = 1, SJOB_RUNNING = 2 };
+
+struct sworker;
+
+struct sjob {
+    struct job_spec spec;
+    int cap;              /* capability index */
+    int model;            /* model index */
+    double work;          /* size measure: pixels x steps x frames (>= 1) */
+    double cost_s;        /* estimated GPU-seconds on a nominal GPU, at add time */
+    enum sjob_state state;
+    struct sworker *w;    /* placed on / running on */
+    struct sjob *prev, *next;
+    int qlist;            /* QUEUED: which priority list (lane * 2 + tier) */
+    /* Estimates on w, set at placement/projection. */
+    double est_load_s, est_run_s, est_speed;
+    int64_t est_start_ns; /* projected (PLACED) or actual (RUNNING) start */
+};
+
+#endif

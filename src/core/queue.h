@@ -1,0 +1,32 @@
+/* queue.h: one capability's queue of waiting jobs, ordered by lane then tier
+ * then arrival. Interactive always goes before batch (R8); within a lane the
+ * paid tier goes first, but every free_every-th pick serves the free tier when
+ * it waits, so the lower tier is never starved (R9).
+ * Invariant: count = total of the four FIFO lists; jobs are linked through
+ * sjob.prev/next and job->qlist names their list. Borrows the jobs. */
+#ifndef GPUQ_CORE_QUEUE_H
+#define GPUQ_CORE_QUEUE_H
+
+#include "core/job.h"
+
+#define JOB_QUEUE_LISTS 4
+
+struct job_queue {
+    struct sjob *head[JOB_QUEUE_LISTS], *tail[JOB_QUEUE_LISTS];
+    int count;
+    unsigned picks[2]; /* per lane: picks made, drives the free-tier share */
+    int free_every;    /* >= 2 */
+};
+
+void job_queue_init(struct job_queue *q, int free_every);
+/* job_queue_push appends; push_front puts a job back at the head of its list
+ * (a placed job returning keeps its place ahead of newer arrivals). */
+void job_queue_push(struct job_queue *q, struct sjob *j);
+void job_queue_push_front(struct job_queue *q, struct sjob *j);
+void job_queue_remove(struct job_queue *q, struct sjob *j);
+/* job_queue_peek returns the job the queue would serve next, or NULL. */
+struct sjob *job_queue_peek(const struct job_queue *q);
+/* job_queue_served records that the peeked job was taken (removes it). */
+void job_queue_served(struct job_queue *q, struct sjob *j);
+
+#endif

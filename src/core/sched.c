@@ -1,0 +1,786 @@
+/* sched.c: the scheduler behind sched.h — state (models, capabilities, workers,
+ * jobs), placement by estimated completion time, late binding and
+ * explanations. Scoring of one candidate lives in sched_score.c; this file
+ * owns the state transitions.
+ *
+ * Cost model: a decision scores only the workers of the job's capability that
+ * have room in their bounded queue ("open" workers, kept per capability), so a
+ * saturated fleet of 1,000 GPUs costs a handful of comparisons per decision no
+ * matter how many jobs wait. */
+#include "core/sched.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/err.h"
+#include "core/sched_int.h"
+#include "core/vram.h"
+
+void sched_config_defaults(struct sched_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->queue_depth = 2;
+    cfg->hot_temp_c = 80.0;
+    cfg->hot_penalty = 2.0;
+    cfg->move_margin_s = 0.25;
+    cfg->evict_weight = 1.0;
+    cfg->free_tier_every = 4;
+}
+
+struct sched *sched_create(const struct sched_config *cfg)
+{
+    struct sched *s = xcalloc(1, sizeof(*s));
+    if (cfg)
+        s->cfg = *cfg;
+    else
+        sched_config_defaults(&s->cfg);
+    if (s->cfg.queue_depth < 1)
+        s->cfg.queue_depth = 1;
+    if (!(s->cfg.hot_penalty >= 1.0))
+        s->cfg.hot_penalty = 1.0;
+    if (!(s->cfg.move_margin_s >= 0))
+        s->cfg.move_margin_s = 0;
+    if (!(s->cfg.evict_weight >= 0))
+        s->cfg.evict_weight = 0;
+    if (s->cfg.free_tier_every < 2)
+        s->cfg.free_tier_every = 4;
+    hashmap_init(&s->model_ix);
+    hashmap_init(&s->cap_ix);
+    hashmap_init(&s->class_ix);
+    hashmap_init(&s->worker_ix);
+    hashmap_init(&s->jobs);
+    s->est = estimator_create();
+    return s;
+}
+
+void sched_destroy(struct sched *s)
+{
+    if (!s)
+        return;
+    size_t pos = 0;
+    void *v;
+    while (hashmap_next(&s->jobs, &pos, NULL, NULL, &v))
+        free(v);
+    for (int i = 0; i < s->nworkers; i++) {
+        free(s->workers[i]->slots);
+        free(s->workers[i]);
+    }
+    for (int i = 0; i < s->ncaps; i++) {
+        free(s->caps[i].open);
+    }
+    free(s->workers);
+    free(s->caps);
+    free(s->models);
+    hashmap_fini(&s->model_ix);
+    hashmap_fini(&s->cap_ix);
+    hashmap_fini(&s->class_ix);
+    hashmap_fini(&s->worker_ix);
+    hashmap_fini(&s->jobs);
+    estimator_destroy(s->est);
+    free(s);
+}
+
+/* ---- interning ---------------------------------------------------------- */
+
+static void copy_name(char *dst, const char *src)
+{
+    snprintf(dst, SCHED_NAME_MAX, "%s", src ? src : "");
+}
+
+int sched_model_index(struct sched *s, const char *name, int64_t vram_hint)
+{
+    void *v = hashmap_get_str(&s->model_ix, name);
+    if (v)
+        return (int)(intptr_t)v - 1;
+    if (s->nmodels == s->capmodels) {
+        s->capmodels = s->capmodels ? s->capmodels * 2 : 16;
+        s->models = xrealloc(s->models, (size_t)s->capmodels * sizeof(*s->models));
+    }
+    struct smodel *m = &s->models[s->nmodels];
+    memset(m, 0, sizeof(*m));
+    copy_name(m->info.name, name);
+    m->info.vram_mb = vram_hint > 0 ? vram_hint : 0;
+    m->info.load_ms = name[0] ? SCHED_DEFAULT_LOAD_MS : 0;
+    m->info.cls = MODEL_GENERATION;
+    hashmap_put_str(&s->model_ix, m->info.name, (void *)(intptr_t)(s->nmodels + 1));
+    return s->nmodels++;
+}
+
+static int cap_index(struct sched *s, const char *name, bool create)
+{
+    void *v = hashmap_get_str(&s->cap_ix, name);
+    if (v)
+        return (int)(intptr_t)v - 1;
+    if (!create)
+        return -1;
+    if (s->ncaps == s->capcaps) {
+        s->capcaps = s->capcaps ? s->capcaps * 2 : 16;
+        s->caps = xrealloc(s->caps, (size_t)s->capcaps * sizeof(*s->caps));
+    }
+    struct scap *c = &s->caps[s->ncaps];
+    memset(c, 0, sizeof(*c));
+    copy_name(c->name, name);
+    job_queue_init(&c->q, s->cfg.free_tier_every);
+    hashmap_put_str(&s->cap_ix, c->name, (void *)(intptr_t)(s->ncaps + 1));
+    return s->ncaps++;
+}
+
+static int class_index(struct sched *s, const char *name)
+{
+    void *v = hashmap_get_str(&s->class_ix, name);
+    if (v)
+        return (int)(intptr_t)v - 1;
+    int ix = s->nclasses++;
+    hashmap_put_str(&s->class_ix, name, (void *)(intptr_t)(ix + 1));
+    return ix;
+}
+
+int sched_model_set(struct sched *s, const struct model_info *m)
+{
+    if (!s || !m || !m->name[0] || m->vram_mb < 0 || m->load_ms < 0)
+        return GPUQ_EINVAL;
+    int ix = sched_model_index(s, m->name, m->vram_mb);
+    s->models[ix].info = *m;
+    s->models[ix].info.name[SCHED_NAME_MAX - 1] = '\0';
+    s->models[ix].configured = true;
+    for (int i = 0; i < s->nworkers; i++)
+        s->workers[i]->dirty = true;
+    return 0;
+}
+
+int sched_model_prior(struct sched *s, const char *model, double run_s, uint32_t width,
+                      uint32_t height, uint32_t steps, uint32_t frames)
+{
+    if (!s || !model || !model[0] || !(run_s > 0) || !isfinite(run_s))
+        return GPUQ_EINVAL;
+    int ix = sched_model_index(s, model, 0);
+    estimator_set_prior(s->est, ix, run_s, estimator_work(width, height, steps, frames));
+    return 0;
+}
+
+int sched_cap_limit(struct sched *s, const char *cap, int max_gpus)
+{
+    if (!s || !cap || !cap[0] || max_gpus < 0)
+        return GPUQ_EINVAL;
+    s->caps[cap_index(s, cap, true)].max_gpus = max_gpus;
+    return 0;
+}
+
+/* ---- worker membership and open lists ---------------------------------- */
+
+static bool worker_usable(const struct sworker *w)
+{
+    return w->info.healthy && !w->info.draining;
+}
+
+static bool worker_open(const struct sched *s, const struct sworker *w)
+{
+    return worker_usable(w) && w->nplaced < s->cfg.queue_depth;
+}
+
+/* Keeps w's membership in each of its capabilities' open lists in step with
+ * worker_open(); call after anything that may change it. */
+void sched_worker_sync_open(struct sched *s, struct sworker *w)
+{
+    bool open = worker_open(s, w);
+    for (int k = 0; k < w->ncaps; k++) {
+        struct scap *c = &s->caps[w->caps[k]];
+        if (open && w->open_pos[k] < 0) {
+            if (c->nopen == c->capopen) {
+                c->capopen = c->capopen ? c->capopen * 2 : 16;
+                c->open = xrealloc(c->open, (size_t)c->capopen * sizeof(*c->open));
+            }
+            w->open_pos[k] = c->nopen;
+            c->open[c->nopen++] = w;
+        } else if (!open && w->open_pos[k] >= 0) {
+            int p = w->open_pos[k];
+            struct sworker *last = c->open[--c->nopen];
+            c->open[p] = last;
+            for (int q = 0; q < last->ncaps; q++)
+                if (last->caps[q] == w->caps[k])
+                    last->open_pos[q] = p;
+            w->open_pos[k] = -1;
+        }
+    }
+}
+
+static void worker_leave_caps(struct sched *s, struct sworker *w)
+{
+    bool saved_h = w->info.healthy;
+    w->info.healthy = false; /* forces it out of every open list */
+    sched_worker_sync_open(s, w);
+    w->info.healthy = saved_h;
+    for (int k = 0; k < w->ncaps; k++) {
+        struct scap *c = &s->caps[w->caps[k]];
+        c->members--;
+        if (worker_usable(w))
+            c->usable--;
+    }
+}
+
+static void worker_join_caps(struct sched *s, struct sworker *w)
+{
+    for (int k = 0; k < w->ncaps; k++) {
+        struct scap *c = &s->caps[w->caps[k]];
+        c->members++;
+        if (worker_usable(w))
+            c->usable++;
+        w->open_pos[k] = -1;
+    }
+    sched_worker_sync_open(s, w);
+}
+
+int sched_worker_cap_slot(const struct sworker *w, int cap)
+{
+    for (int k = 0; k < w->ncaps; k++)
+        if (w->caps[k] == cap)
+            return k;
+    return -1;
+}
+
+/* Counts of jobs per capability on w, and GPUs occupied per capability (R14). */
+static void worker_cap_jobs(struct sched *s, struct sworker *w, int cap, int delta)
+{
+    int k = sched_worker_cap_slot(w, cap);
+    if (k < 0)
+        return;
+    int before = w->cap_jobs[k];
+    w->cap_jobs[k] += delta;
+    if (before == 0 && w->cap_jobs[k] > 0)
+        s->caps[cap].occupied++;
+    else if (before > 0 && w->cap_jobs[k] == 0)
+        s->caps[cap].occupied--;
+}
+
+static struct sworker *worker_find(const struct sched *s, const char *id)
+{
+    return hashmap_get_str(&s->worker_ix, id);
+}
+
+/* ---- job list helpers --------------------------------------------------- */
+
+static void placed_unlink(struct sched *s, struct sjob *j)
+{
+    struct sworker *w = j->w;
+    if (j->prev)
+        j->prev->next = j->next;
+    else
+        w->placed_head = j->next;
+    if (j->next)
+        j->next->prev = j->prev;
+    else
+        w->placed_tail = j->prev;
+    j->prev = j->next = NULL;
+    w->nplaced--;
+    s->nplaced--;
+    worker_cap_jobs(s, w, j->cap, -1);
+    w->dirty = true;
+    j->w = NULL;
+    sched_worker_sync_open(s, w);
+}
+
+static void placed_append(struct sched *s, struct sworker *w, struct sjob *j)
+{
+    j->w = w;
+    j->state = SJOB_PLACED;
+    j->next = NULL;
+    j->prev = w->placed_tail;
+    if (w->placed_tail)
+        w->placed_tail->next = j;
+    else
+        w->placed_head = j;
+    w->placed_tail = j;
+    w->nplaced++;
+    s->nplaced++;
+    worker_cap_jobs(s, w, j->cap, +1);
+    w->dirty = true;
+    sched_worker_sync_open(s, w);
+}
+
+static void running_unlink(struct sched *s, struct sjob *j)
+{
+    struct sworker *w = j->w;
+    if (j->prev)
+        j->prev->next = j->next;
+    else
+        w->run_head = j->next;
+    if (j->next)
+        j->next->prev = j->prev;
+    j->prev = j->next = NULL;
+    w->nrunning--;
+    s->nrunning--;
+    worker_cap_jobs(s, w, j->cap, -1);
+    w->dirty = true;
+    j->w = NULL;
+}
+
+static void queue_job(struct sched *s, struct sjob *j, bool front)
+{
+    j->state = SJOB_QUEUED;
+    j->w = NULL;
+    if (front)
+        job_queue_push_front(&s->caps[j->cap].q, j);
+    else
+        job_queue_push(&s->caps[j->cap].q, j);
+    s->nqueued++;
+}
+
+/* Sends every placed (not started) job of w back to its queue, oldest first. */
+static void requeue_placed(struct sched *s, struct sworker *w)
+{
+    while (w->placed_tail) {
+        struct sjob *j = w->placed_tail;
+        placed_unlink(s, j);
+        queue_job(s, j, true);
+    }
+}
+
+static void forget_job(struct sched *s, struct sjob *j)
+{
+    s->backlog_s -= (j->state != SJOB_RUNNING) ? j->cost_s : 0;
+    hashmap_del_u64(&s->jobs, j->spec.id);
+    free(j);
+}
+
+/* ---- workers ------------------------------------------------------------ */
+
+static void worker_map_loaded(struct sched *s, struct sworker *w)
+{
+    for (int i = 0; i < w->info.nloaded; i++)
+        w->loaded_model[i] = sched_model_index(s, w->info.loaded[i].name,
+                                               w->info.loaded[i].vram_mb);
+}
+
+int sched_worker_update(struct sched *s, const struct worker_info *wi, int64_t now)
+{
+    (void)now;
+    if (!s || !wi || !wi->id[0] || wi->ncaps < 0 || wi->ncaps > SCHED_MAX_CAPS ||
+        wi->nloaded < 0 || wi->nloaded > SCHED_MAX_LOADED || wi->concurrency < 1 ||
+        wi->vram_total_mb < 0)
+        return GPUQ_EINVAL;
+    struct sworker *w = worker_find(s, wi->id);
+    bool fresh = !w;
+    if (fresh) {
+        w = xcalloc(1, sizeof(*w));
+        w->seq = s->next_worker_seq++;
+        w->learned_speed = 1.0;
+        if (s->nworkers == s->capworkers) {
+            s->capworkers = s->capworkers ? s->capworkers * 2 : 16;
+            s->workers = xrealloc(s->workers, (size_t)s->capworkers * sizeof(*s->workers));
+        }
+        w->ix = s->nworkers;
+        s->workers[s->nworkers++] = w;
+    } else {
+        worker_leave_caps(s, w);
+    }
+    bool was_usable = !fresh && worker_usable(w);
+    w->info = *wi;
+    w->info.id[SCHED_NAME_MAX - 1] = '\0';
+    if (fresh)
+        hashmap_put_str(&s->worker_ix, w->info.id, w);
+    /* Capabilities: intern; cap_jobs follow their capability. */
+    int old_jobs[SCHED_MAX_CAPS], old_caps[SCHED_MAX_CAPS], old_n = w->ncaps;
+    memcpy(old_jobs, w->cap_jobs, sizeof(old_jobs));
+    memcpy(old_caps, w->caps, sizeof(old_caps));
+    w->ncaps = 0;
+    for (int k = 0; k < wi->ncaps; k++) {
+        if (!wi->caps[k][0])
+            continue;
+        char name[SCHED_NAME_MAX];
+        copy_name(name, wi->caps[k]);
+        int c = cap_index(s, name, true);
+        if (sched_worker_cap_slot(w, c) >= 0)
+            continue;
+        w->caps[w->ncaps] = c;
+        w->cap_jobs[w->ncaps] = 0;
+        for (int q = 0; q < old_n; q++)
+            if (old_caps[q] == c)
+                w->cap_jobs[w->ncaps] = old_jobs[q];
+        w->ncaps++;
+    }
+    for (int q = 0; q < old_n; q++)
+        if (old_jobs[q] > 0 && sched_worker_cap_slot(w, old_caps[q]) < 0)
+            s->caps[old_caps[q]].occupied--;
+    worker_map_loaded(s, w);
+    w->gpu_class = class_index(s, w->info.gpu_class);
+    if (!(w->info.speed >= 0) || !isfinite(w->info.speed))
+        w->info.speed = 0;
+    if (w->nslots < w->info.concurrency) {
+        w->slots = xrealloc(w->slots, (size_t)w->info.concurrency * sizeof(*w->slots));
+        w->nslots = w->info.concurrency;
+    }
+    w->dirty = true;
+    worker_join_caps(s, w);
+    /* Late binding on failure: a worker that stops taking work gives back
+     * what it has not started (R20). */
+    if (!worker_usable(w) && (was_usable || fresh))
+        requeue_placed(s, w);
+    return 0;
+}
+
+int sched_worker_remove(struct sched *s, const char *worker_id, int64_t now,
+                        void (*lost)(uint64_t job_id, void *arg), void *arg)
+{
+    (void)now;
+    if (!s || !worker_id)
+        return GPUQ_EINVAL;
+    struct sworker *w = worker_find(s, worker_id);
+    if (!w)
+        return GPUQ_ENOENT;
+    requeue_placed(s, w);
+    while (w->run_head) {
+        struct sjob *j = w->run_head;
+        uint64_t id = j->spec.id;
+        running_unlink(s, j);
+        forget_job(s, j);
+        if (lost)
+            lost(id, arg);
+    }
+    worker_leave_caps(s, w);
+    for (int k = 0; k < w->ncaps; k++)
+        if (w->cap_jobs[k] > 0)
+            s->caps[w->caps[k]].occupied--;
+    hashmap_del_str(&s->worker_ix, w->info.id);
+    int ix = w->ix;
+    s->workers[ix] = s->workers[--s->nworkers];
+    s->workers[ix]->ix = ix;
+    free(w->slots);
+    free(w);
+    return 0;
+}
+
+/* ---- jobs --------------------------------------------------------------- */
+
+static void job_resolve(struct sched *s, struct sjob *j)
+{
+    j->model = sched_model_index(s, j->spec.model, 0);
+    j->work = estimator_work(j->spec.width, j->spec.height, j->spec.steps, j->spec.frames);
+}
+
+double sched_estimate_cost(const struct sched *s, const struct job_spec *j)
+{
+    if (!s || !j)
+        return 0;
+    void *v = hashmap_get_str(&s->model_ix, j->model);
+    int model = v ? (int)(intptr_t)v - 1 : -1;
+    double work = estimator_work(j->width, j->height, j->steps, j->frames);
+    return estimator_run_s(s->est, model, -1, work);
+}
+
+int sched_job_add(struct sched *s, const struct job_spec *spec, int64_t now)
+{
+    (void)now;
+    if (!s || !spec || !spec->capability[0] ||
+        (spec->lane != SCHED_LANE_INTERACTIVE && spec->lane != SCHED_LANE_BATCH) ||
+        (spec->tier != SCHED_TIER_PAID && spec->tier != SCHED_TIER_FREE))
+        return GPUQ_EINVAL;
+    if (hashmap_get_u64(&s->jobs, spec->id))
+        return GPUQ_EEXIST;
+    struct sjob *j = xcalloc(1, sizeof(*j));
+    j->spec = *spec;
+    j->spec.capability[SCHED_NAME_MAX - 1] = '\0';
+    j->spec.model[SCHED_NAME_MAX - 1] = '\0';
+    j->spec.exclude_worker[SCHED_NAME_MAX - 1] = '\0';
+    j->cap = cap_index(s, j->spec.capability, true);
+    job_resolve(s, j);
+    j->cost_s = estimator_run_s(s->est, j->model, -1, j->work);
+    s->backlog_s += j->cost_s;
+    hashmap_put_u64(&s->jobs, j->spec.id, j);
+    queue_job(s, j, false);
+    return 0;
+}
+
+int sched_job_cancel(struct sched *s, uint64_t job_id, int64_t now)
+{
+    (void)now;
+    if (!s)
+        return GPUQ_EINVAL;
+    struct sjob *j = hashmap_get_u64(&s->jobs, job_id);
+    if (!j)
+        return GPUQ_ENOENT;
+    if (j->state == SJOB_QUEUED) {
+        job_queue_remove(&s->caps[j->cap].q, j);
+        s->nqueued--;
+    } else if (j->state == SJOB_PLACED) {
+        placed_unlink(s, j);
+    } else {
+        struct sworker *w = j->w;
+        running_unlink(s, j);
+        sched_worker_sync_open(s, w);
+    }
+    forget_job(s, j);
+    return 0;
+}
+
+int sched_job_finished(struct sched *s, uint64_t job_id, bool ok, int64_t load_ns, int64_t run_ns,
+                       int64_t now)
+{
+    (void)now;
+    if (!s)
+        return GPUQ_EINVAL;
+    struct sjob *j = hashmap_get_u64(&s->jobs, job_id);
+    if (!j)
+        return GPUQ_ENOENT;
+    if (j->state != SJOB_RUNNING)
+        return GPUQ_ECONFLICT;
+    struct sworker *w = j->w;
+    if (ok && run_ns > 0) {
+        double run_s = (double)run_ns / 1e9;
+        double speed = j->est_speed > 0 ? j->est_speed : 1.0;
+        estimator_observe_run(s->est, j->model, w->gpu_class, j->work, run_s * speed);
+        if (w->info.speed <= 0 && j->est_run_s > 0) {
+            /* No measured speed from the caller: learn this GPU's from how its
+             * runs compare with the estimate. */
+            double ratio = j->est_run_s / run_s * w->learned_speed;
+            if (ratio > 0.1 && ratio < 10)
+                w->learned_speed += 0.1 * (ratio - w->learned_speed);
+        }
+    }
+    if (ok && load_ns > 0)
+        estimator_observe_load(s->est, j->model, (double)load_ns / 1e9);
+    running_unlink(s, j);
+    sched_worker_sync_open(s, w);
+    forget_job(s, j);
+    return 0;
+}
+
+/* The agent will load the job's model when it starts: mirror that in our view
+ * of w (the next heartbeat brings the truth). */
+static void assume_loaded(struct sched *s, struct sworker *w, const struct sjob *j, int64_t now)
+{
+    if (!j->spec.model[0])
+        return;
+    for (int i = 0; i < w->info.nloaded; i++)
+        if (w->loaded_model[i] == j->model) {
+            w->info.loaded[i].last_used_ns = now;
+            return;
+        }
+    const struct smodel *m = &s->models[j->model];
+    struct vram_model vm[SCHED_MAX_LOADED];
+    for (int i = 0; i < w->info.nloaded; i++) {
+        const struct smodel *lm = &s->models[w->loaded_model[i]];
+        vm[i] = (struct vram_model){lm->info.name, w->info.loaded[i].vram_mb, lm->info.cls,
+                                    w->info.loaded[i].pinned, w->info.loaded[i].last_used_ns};
+        for (struct sjob *r = w->run_head; r; r = r->next)
+            if (r->model == w->loaded_model[i])
+                vm[i].pinned = true;
+    }
+    int victims[SCHED_MAX_LOADED], nv = 0;
+    if (vram_plan_evictions(vm, w->info.nloaded, w->info.vram_free_mb, m->info.vram_mb, victims,
+                            &nv) != 0)
+        return;
+    bool gone[SCHED_MAX_LOADED] = {false};
+    for (int k = 0; k < nv; k++) {
+        gone[victims[k]] = true;
+        w->info.vram_free_mb += w->info.loaded[victims[k]].vram_mb;
+    }
+    int n = 0;
+    for (int i = 0; i < w->info.nloaded; i++)
+        if (!gone[i]) {
+            w->info.loaded[n] = w->info.loaded[i];
+            w->loaded_model[n] = w->loaded_model[i];
+            n++;
+        }
+    w->info.nloaded = n;
+    if (n < SCHED_MAX_LOADED) {
+        struct loaded_model *lm = &w->info.loaded[n];
+        memset(lm, 0, sizeof(*lm));
+        copy_name(lm->name, m->info.name);
+        lm->vram_mb = m->info.vram_mb;
+        lm->last_used_ns = now;
+        w->loaded_model[n] = j->model;
+        w->info.nloaded++;
+        w->info.vram_free_mb -= m->info.vram_mb;
+    }
+}
+
+int sched_take(struct sched *s, const char *worker_id, int64_t now, uint64_t *job_id)
+{
+    if (!s || !worker_id || !job_id)
+        return GPUQ_EINVAL;
+    struct sworker *w = worker_find(s, worker_id);
+    if (!w)
+        return GPUQ_ENOENT;
+    if (w->nrunning >= w->info.concurrency || !worker_usable(w))
+        return GPUQ_EAGAIN;
+    if (!w->placed_head)
+        sched_rebalance_one(s, w, now, NULL, NULL);
+    struct sjob *j = w->placed_head;
+    if (!j)
+        return GPUQ_EAGAIN;
+    sched_project(s, w, now);
+    placed_unlink(s, j);
+    s->backlog_s -= j->cost_s;
+    j->w = w;
+    j->state = SJOB_RUNNING;
+    j->est_start_ns = now;
+    j->prev = NULL;
+    j->next = w->run_head;
+    if (w->run_head)
+        w->run_head->prev = j;
+    w->run_head = j;
+    w->nrunning++;
+    s->nrunning++;
+    worker_cap_jobs(s, w, j->cap, +1);
+    assume_loaded(s, w, j, now);
+    w->dirty = true;
+    *job_id = j->spec.id;
+    return 0;
+}
+
+/* ---- dispatch ----------------------------------------------------------- */
+
+/* Places j on the winner of why (already decided) and reports it. */
+static void place(struct sched *s, struct sjob *j, struct sworker *w,
+                  const struct sched_candidate *c)
+{
+    placed_append(s, w, j);
+    j->est_load_s = c->load_s;
+    j->est_run_s = c->run_s;
+    j->est_speed = c->speed;
+    s->decisions++;
+}
+
+void sched_commit(struct sched *s, struct sjob *j, struct sworker *w,
+                  const struct sched_candidate *c)
+{
+    place(s, j, w, c);
+}
+
+void sched_unplace(struct sched *s, struct sjob *j)
+{
+    placed_unlink(s, j);
+}
+
+int sched_dispatch(struct sched *s, int64_t now,
+                   void (*placed)(uint64_t job_id, const char *worker_id,
+                                  const struct sched_explain *why, void *arg),
+                   void *arg)
+{
+    if (!s)
+        return GPUQ_EINVAL;
+    int n = 0;
+    /* 1. Late binding: a GPU that has a free slot and nothing to start takes a
+     * placed job that would finish sooner here. */
+    if (s->nplaced > 0) {
+        for (int i = 0; i < s->nworkers; i++) {
+            struct sworker *w = s->workers[i];
+            if (w->placed_head || w->nrunning >= w->info.concurrency || !worker_usable(w))
+                continue;
+            if (sched_rebalance_one(s, w, now, placed, arg))
+                n++;
+        }
+    }
+    /* 2. Queued jobs, oldest-first across capabilities; a capability whose
+     * head cannot be placed now is skipped for the rest of this round. */
+    if (s->nqueued == 0)
+        return n;
+    bool *blocked = s->ncaps ? xcalloc((size_t)s->ncaps, sizeof(bool)) : NULL;
+    for (;;) {
+        struct sjob *best = NULL;
+        for (int c = 0; c < s->ncaps; c++) {
+            struct scap *cap = &s->caps[c];
+            if (blocked[c] || cap->q.count == 0)
+                continue;
+            if (cap->nopen == 0) {
+                blocked[c] = true;
+                continue;
+            }
+            struct sjob *h = job_queue_peek(&cap->q);
+            if (!best || h->spec.lane < best->spec.lane ||
+                (h->spec.lane == best->spec.lane && h->spec.tier < best->spec.tier) ||
+                (h->spec.lane == best->spec.lane && h->spec.tier == best->spec.tier &&
+                 (h->spec.submit_ns < best->spec.submit_ns ||
+                  (h->spec.submit_ns == best->spec.submit_ns && h->spec.id < best->spec.id))))
+                best = h;
+        }
+        if (!best)
+            break;
+        struct sched_explain *why = &s->why;
+        struct sworker *w = sched_decide(s, best, now, why);
+        if (!w) {
+            blocked[best->cap] = true;
+            continue;
+        }
+        job_queue_served(&s->caps[best->cap].q, best);
+        s->nqueued--;
+        place(s, best, w, &why->cand[0]);
+        n++;
+        if (placed)
+            placed(best->spec.id, w->info.id, why, arg);
+    }
+    free(blocked);
+    return n;
+}
+
+/* ---- introspection ------------------------------------------------------ */
+
+void sched_stats(const struct sched *s, struct sched_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!s)
+        return;
+    out->queued = s->nqueued;
+    out->placed = s->nplaced;
+    out->running = s->nrunning;
+    out->workers = s->nworkers;
+    out->backlog_s = s->backlog_s > 0 ? s->backlog_s : 0;
+    out->decisions = s->decisions;
+    out->moves = s->moves;
+}
+
+int sched_job_eta(const struct sched *cs, uint64_t job_id, int64_t now, double *start_s,
+                  double *finish_s)
+{
+    if (!cs || !start_s || !finish_s)
+        return GPUQ_EINVAL;
+    struct sched *s = (struct sched *)cs; /* projection caches only */
+    struct sjob *j = hashmap_get_u64(&s->jobs, job_id);
+    *start_s = *finish_s = -1;
+    if (!j)
+        return GPUQ_ENOENT;
+    if (j->state == SJOB_RUNNING) {
+        *start_s = 0;
+        double end = (double)(j->est_start_ns - now) / 1e9 + j->est_load_s + j->est_run_s;
+        *finish_s = end > 0 ? end : 0;
+        return 0;
+    }
+    if (j->state == SJOB_PLACED) {
+        sched_project(s, j->w, now);
+        double st = (double)(j->est_start_ns - now) / 1e9;
+        *start_s = st > 0 ? st : 0;
+        *finish_s = *start_s + j->est_load_s + j->est_run_s;
+        return 0;
+    }
+    /* Queued: the capability's backlog spread over its usable GPUs, after the
+     * soonest of them frees. */
+    struct scap *c = &s->caps[j->cap];
+    if (c->usable == 0)
+        return 0; /* unknown: no GPU can take it now */
+    double ahead = 0;
+    for (int l = 0; l < JOB_QUEUE_LISTS; l++)
+        for (struct sjob *q = c->q.head[l]; q; q = q->next) {
+            if (q == j)
+                break;
+            if (l <= j->qlist)
+                ahead += q->cost_s;
+        }
+    double soonest = -1;
+    for (int i = 0; i < s->nworkers; i++) {
+        struct sworker *w = s->workers[i];
+        if (!worker_usable(w) || sched_worker_cap_slot(w, j->cap) < 0)
+            continue;
+        sched_project(s, w, now);
+        double r = (double)(w->all_free_ns - now) / 1e9;
+        if (r < 0)
+            r = 0;
+        if (soonest < 0 || r < soonest)
+            soonest = r;
+    }
+    *start_s = (soonest > 0 ? soonest : 0) + ahead / c->usable;
+    *finish_s = *start_s + j->cost_s;
+    return 0;
+}

@@ -1,0 +1,121 @@
+/* sched_int.h: the scheduler's internal state, shared by sched.c (state
+ * transitions), sched_score.c (projection and scoring) and sched_explain.c.
+ * Not for use outside src/core. */
+#ifndef GPUQ_CORE_SCHED_INT_H
+#define GPUQ_CORE_SCHED_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/hashmap.h"
+#include "core/estimator.h"
+#include "core/job.h"
+#include "core/queue.h"
+#include "core/sched.h"
+
+#define SCHED_DEFAULT_LOAD_MS 5000
+/* Projection of resident models may hold the loaded ones plus one per queued job. */
+#define SCHED_PROJ_MAX (SCHED_MAX_LOADED + 8)
+
+struct smodel {
+    struct model_info info;
+    bool configured; /* set by sched_model_set (else learned from a report) */
+};
+
+/* A capability: its queue, its workers with room ("open"), fan-out state.
+ * Invariants: open[] holds exactly the member workers for which worker_open()
+ * holds, each once; usable <= members; occupied = members with cap_jobs > 0. */
+struct scap {
+    char name[SCHED_NAME_MAX];
+    struct job_queue q;
+    struct sworker **open;
+    int nopen, capopen;
+    int members, usable;
+    int occupied;
+    int max_gpus; /* fan-out cap, 0 = none */
+};
+
+/* A worker (one GPU). Invariants: nplaced/nrunning count the placed/run
+ * lists; open_pos[k] is w's index in caps[k]'s open list or -1; cap_jobs[k]
+ * counts placed + running jobs of caps[k]; loaded_model[i] indexes
+ * info.loaded[i]'s model. The projection (slots, proj_*, ready_ns, all_free_ns,
+ * placed jobs' est_start_ns) is valid while !dirty. */
+struct sworker {
+    struct worker_info info;
+    uint64_t seq; /* registration order: last tie-break */
+    int ix;       /* index in sched.workers */
+    int caps[SCHED_MAX_CAPS];
+    int ncaps;
+    int open_pos[SCHED_MAX_CAPS];
+    int cap_jobs[SCHED_MAX_CAPS];
+    int loaded_model[SCHED_MAX_LOADED];
+    int gpu_class;
+    double learned_speed;
+    struct sjob *placed_head, *placed_tail;
+    int nplaced;
+    struct sjob *run_head;
+    int nrunning;
+    /* projection */
+    bool dirty;
+    int64_t *slots; /* nslots >= concurrency */
+    int nslots;
+    int proj_model[SCHED_PROJ_MAX];
+    int64_t proj_vram[SCHED_PROJ_MAX];
+    int64_t proj_used[SCHED_PROJ_MAX];
+    bool proj_pinned[SCHED_PROJ_MAX];
+    bool proj_inuse[SCHED_PROJ_MAX];
+    int nproj;
+    int64_t proj_free_mb;
+    int64_t ready_ns;    /* a new job could start (absolute, may be < now) */
+    int64_t all_free_ns; /* every slot is free */
+};
+
+struct sched {
+    struct sched_config cfg;
+    struct smodel *models;
+    int nmodels, capmodels;
+    struct scap *caps;
+    int ncaps, capcaps;
+    struct sworker **workers;
+    int nworkers, capworkers;
+    uint64_t next_worker_seq;
+    int nclasses;
+    struct hashmap model_ix, cap_ix, class_ix, worker_ix, jobs;
+    struct estimator *est;
+    int nqueued, nplaced, nrunning;
+    double backlog_s;
+    int64_t decisions, moves;
+    struct sched_explain why; /* last explanation (valid until next mutation) */
+};
+
+int sched_model_index(struct sched *s, const char *name, int64_t vram_hint);
+int sched_worker_cap_slot(const struct sworker *w, int cap);
+void sched_worker_sync_open(struct sched *s, struct sworker *w);
+/* sched_unplace takes a placed job off its worker (it is then in no list). */
+void sched_unplace(struct sched *s, struct sjob *j);
+/* sched_commit places j on w with the estimates of candidate c. */
+void sched_commit(struct sched *s, struct sjob *j, struct sworker *w,
+                  const struct sched_candidate *c);
+
+/* sched_score.c */
+void sched_project(struct sched *s, struct sworker *w, int64_t now);
+/* sched_score_one: scores j on w; returns 0, or a reason code it was filtered
+ * (SCORE_F_*). */
+enum { SCORE_OK = 0, SCORE_F_CAP, SCORE_F_VRAM, SCORE_F_BUSY, SCORE_F_UNHEALTHY };
+int sched_score_one(struct sched *s, struct sworker *w, const struct sjob *j, int64_t now,
+                    struct sched_candidate *c);
+/* true when a ranks before b (lower completion time, then load ratio, speed, order). */
+bool sched_cand_better(const struct sched_candidate *a, uint64_t aseq,
+                       const struct sched_candidate *b, uint64_t bseq);
+/* sched_decide: the best open worker for j, with the explanation in why; NULL
+ * when none can take it now. */
+struct sworker *sched_decide(struct sched *s, struct sjob *j, int64_t now,
+                             struct sched_explain *why);
+/* sched_rebalance_one: late binding — free worker w takes the placed job that
+ * gains most by moving; reports through placed when given. */
+bool sched_rebalance_one(struct sched *s, struct sworker *w, int64_t now,
+                         void (*placed)(uint64_t, const char *, const struct sched_explain *,
+                                        void *),
+                         void *arg);
+
+#endif

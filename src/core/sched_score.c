@@ -1,0 +1,414 @@
+/* sched_score.c: how good a GPU is for a job — the projection of each worker's
+ * near future (slots, resident models after its placed jobs), the estimated
+ * completion time of a job there (R16-R19), the decision over a capability's
+ * open workers with its explanation (R21), and late-binding moves (R20). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/sched_int.h"
+#include "core/vram.h"
+
+static double ns_to_s(int64_t ns)
+{
+    return (double)ns / 1e9;
+}
+
+static int64_t s_to_ns(double s)
+{
+    return (int64_t)llround(s * 1e9);
+}
+
+static void sort_slots(int64_t *a, int n)
+{
+    for (int i = 1; i < n; i++) {
+        int64_t v = a[i];
+        int k = i - 1;
+        while (k >= 0 && a[k] > v) {
+            a[k + 1] = a[k];
+            k--;
+        }
+        a[k + 1] = v;
+    }
+}
+
+static int proj_find(const struct sworker *w, int model)
+{
+    for (int i = 0; i < w->nproj; i++)
+        if (w->proj_model[i] == model)
+            return i;
+    return -1;
+}
+
+static double model_load_s(const struct sched *s, int model)
+{
+    const struct smodel *m = &s->models[model];
+    return estimator_load_s(s->est, model, (double)m->info.load_ms / 1000.0);
+}
+
+static double eviction_cost(const struct sched *s, int model)
+{
+    const struct smodel *m = &s->models[model];
+    double w = m->info.cls == MODEL_UTILITY ? 0.5 : 1.0;
+    return w * s->cfg.evict_weight * model_load_s(s, model);
+}
+
+/* Plans loading model on w's projected residents. Returns 0 and fills victims
+ * (indexes into proj) or a negative code; in_use_blocks tells whether only
+ * models in use by running/placed jobs stand in the way. */
+static int plan_load(const struct sched *s, const struct sworker *w, int model, int *victims,
+                     int *nv, bool *in_use_blocks)
+{
+    struct vram_model vm[SCHED_PROJ_MAX];
+    for (int i = 0; i < w->nproj; i++) {
+        const struct smodel *m = &s->models[w->proj_model[i]];
+        vm[i] = (struct vram_model){m->info.name, w->proj_vram[i], m->info.cls,
+                                    w->proj_pinned[i] || w->proj_inuse[i], w->proj_used[i]};
+    }
+    int64_t need = s->models[model].info.vram_mb;
+    *in_use_blocks = false;
+    int rc = vram_plan_evictions(vm, w->nproj, w->proj_free_mb, need, victims, nv);
+    if (rc == 0)
+        return 0;
+    for (int i = 0; i < w->nproj; i++)
+        vm[i].pinned = w->proj_pinned[i];
+    rc = vram_plan_evictions(vm, w->nproj, w->proj_free_mb, need, victims, nv);
+    if (rc == 0)
+        *in_use_blocks = true;
+    return rc;
+}
+
+static void proj_apply(const struct sched *s, struct sworker *w, int model, const int *victims,
+                       int nv, int64_t at)
+{
+    bool gone[SCHED_PROJ_MAX] = {false};
+    for (int k = 0; k < nv; k++) {
+        gone[victims[k]] = true;
+        w->proj_free_mb += w->proj_vram[victims[k]];
+    }
+    int n = 0;
+    for (int i = 0; i < w->nproj; i++) {
+        if (gone[i])
+            continue;
+        w->proj_model[n] = w->proj_model[i];
+        w->proj_vram[n] = w->proj_vram[i];
+        w->proj_used[n] = w->proj_used[i];
+        w->proj_pinned[n] = w->proj_pinned[i];
+        w->proj_inuse[n] = w->proj_inuse[i];
+        n++;
+    }
+    w->nproj = n;
+    if (n < SCHED_PROJ_MAX) {
+        w->proj_model[n] = model;
+        w->proj_vram[n] = s->models[model].info.vram_mb;
+        w->proj_used[n] = at;
+        w->proj_pinned[n] = false;
+        w->proj_inuse[n] = true;
+        w->proj_free_mb -= w->proj_vram[n];
+        w->nproj++;
+    }
+}
+
+void sched_project(struct sched *s, struct sworker *w, int64_t now)
+{
+    if (!w->dirty)
+        return;
+    int conc = w->info.concurrency;
+    for (int i = 0; i < conc; i++)
+        w->slots[i] = now;
+    /* Residents as reported. */
+    int64_t used = 0;
+    w->nproj = 0;
+    for (int i = 0; i < w->info.nloaded && w->nproj < SCHED_PROJ_MAX; i++) {
+        int n = w->nproj++;
+        w->proj_model[n] = w->loaded_model[i];
+        w->proj_vram[n] = w->info.loaded[i].vram_mb;
+        w->proj_used[n] = w->info.loaded[i].last_used_ns;
+        w->proj_pinned[n] = w->info.loaded[i].pinned;
+        w->proj_inuse[n] = false;
+        used += w->proj_vram[n];
+    }
+    w->proj_free_mb = w->info.vram_free_mb;
+    if (w->proj_free_mb > w->info.vram_total_mb - used)
+        w->proj_free_mb = w->info.vram_total_mb - used;
+    if (w->proj_free_mb < 0)
+        w->proj_free_mb = 0;
+    /* Running jobs hold slots until their estimated end. */
+    int k = 0;
+    for (struct sjob *r = w->run_head; r; r = r->next) {
+        int64_t end = r->est_start_ns + s_to_ns(r->est_load_s + r->est_run_s);
+        if (end < now)
+            end = now;
+        if (k < conc)
+            w->slots[k++] = end;
+        int p = proj_find(w, r->model);
+        if (p >= 0)
+            w->proj_inuse[p] = true;
+    }
+    sort_slots(w->slots, conc);
+    /* Placed jobs start in order, each on the earliest free slot. */
+    for (struct sjob *j = w->placed_head; j; j = j->next) {
+        int64_t t = w->slots[0];
+        double load = 0;
+        int p = j->spec.model[0] ? proj_find(w, j->model) : 0;
+        if (p < 0) {
+            int victims[SCHED_PROJ_MAX], nv = 0;
+            bool blocked = false;
+            if (plan_load(s, w, j->model, victims, &nv, &blocked) == 0) {
+                if (blocked)
+                    t = w->slots[conc - 1];
+                proj_apply(s, w, j->model, victims, nv, t);
+            }
+            load = model_load_s(s, j->model);
+        } else if (j->spec.model[0]) {
+            w->proj_inuse[p] = true;
+        }
+        j->est_load_s = load;
+        j->est_start_ns = t;
+        w->slots[0] = t + s_to_ns(load + j->est_run_s);
+        sort_slots(w->slots, conc);
+    }
+    w->ready_ns = w->slots[0];
+    w->all_free_ns = w->slots[conc - 1];
+    w->dirty = false;
+}
+
+static double worker_speed(const struct sworker *w)
+{
+    return w->info.speed > 0 ? w->info.speed : w->learned_speed;
+}
+
+static double thermal_factor(const struct sched *s, const struct sworker *w)
+{
+    return w->info.temp_c >= s->cfg.hot_temp_c ? s->cfg.hot_penalty : 1.0;
+}
+
+static bool fanout_blocks(const struct sched *s, const struct sworker *w, const struct sjob *j)
+{
+    const struct scap *c = &s->caps[j->cap];
+    if (c->max_gpus <= 0 || c->occupied < c->max_gpus)
+        return false;
+    int k = sched_worker_cap_slot(w, j->cap);
+    if (k >= 0 && w->cap_jobs[k] > 0)
+        return false; /* already one of its GPUs */
+    /* Busy fleet: at least as much work as GPUs. */
+    return s->nqueued + s->nplaced + s->nrunning >= s->nworkers;
+}
+
+int sched_score_one(struct sched *s, struct sworker *w, const struct sjob *j, int64_t now,
+                    struct sched_candidate *c)
+{
+    memset(c, 0, sizeof(*c));
+    snprintf(c->worker_id, sizeof(c->worker_id), "%s", w->info.id);
+    if (!w->info.healthy || w->info.draining ||
+        (j->spec.exclude_worker[0] && strcmp(j->spec.exclude_worker, w->info.id) == 0))
+        return SCORE_F_UNHEALTHY;
+    if (sched_worker_cap_slot(w, j->cap) < 0)
+        return SCORE_F_CAP;
+    bool has_model = j->spec.model[0] != '\0';
+    const struct smodel *m = &s->models[j->model];
+    if (has_model) {
+        int64_t pinned_other = 0;
+        for (int i = 0; i < w->info.nloaded; i++)
+            if (w->info.loaded[i].pinned && w->loaded_model[i] != j->model)
+                pinned_other += w->info.loaded[i].vram_mb;
+        if (m->info.vram_mb > w->info.vram_total_mb - pinned_other)
+            return SCORE_F_VRAM;
+    }
+    if (fanout_blocks(s, w, j))
+        return SCORE_F_BUSY;
+    sched_project(s, w, now);
+    int64_t start = w->ready_ns;
+    c->warm = !has_model || proj_find(w, j->model) >= 0;
+    if (!c->warm) {
+        int victims[SCHED_PROJ_MAX], nv = 0;
+        bool blocked = false;
+        if (plan_load(s, w, j->model, victims, &nv, &blocked) != 0)
+            return SCORE_F_VRAM;
+        if (blocked)
+            start = w->all_free_ns;
+        c->evictions = nv;
+        for (int k = 0; k < nv; k++)
+            c->evict_penalty_s += eviction_cost(s, w->proj_model[victims[k]]);
+        c->load_s = model_load_s(s, j->model);
+    }
+    c->speed = worker_speed(w);
+    c->run_s = estimator_run_s(s->est, j->model, w->gpu_class, j->work) / c->speed;
+    c->wait_s = start > now ? ns_to_s(start - now) : 0;
+    c->thermal_factor = thermal_factor(s, w);
+    c->load_ratio = (double)(w->nrunning + w->nplaced) / (double)w->info.concurrency;
+    c->score_s = c->wait_s * c->thermal_factor + c->load_s + c->run_s + c->evict_penalty_s;
+    return SCORE_OK;
+}
+
+/* Completion times within a millisecond count as a tie (R19 breaks it). */
+#define TIE_S 1e-3
+
+bool sched_cand_better(const struct sched_candidate *a, uint64_t aseq,
+                       const struct sched_candidate *b, uint64_t bseq)
+{
+    if (fabs(a->score_s - b->score_s) > TIE_S)
+        return a->score_s < b->score_s;
+    if (a->load_ratio != b->load_ratio)
+        return a->load_ratio < b->load_ratio;
+    if (a->speed != b->speed)
+        return a->speed > b->speed;
+    return aseq < bseq;
+}
+
+static void explain_reason(struct sched_explain *why)
+{
+    const struct sched_candidate *b = &why->cand[0];
+    char *r = why->reason;
+    size_t n = sizeof(why->reason);
+    if (why->nkept == 1) {
+        snprintf(r, n, "only candidate: %s, est. finish %.2fs%s", b->warm ? "warm" : "cold load",
+                 b->score_s, b->thermal_factor > 1 ? " (hot)" : "");
+        return;
+    }
+    const struct sched_candidate *o = &why->cand[1];
+    const struct sched_candidate *warm_alt = NULL;
+    for (int i = 1; i < why->nkept; i++)
+        if (why->cand[i].warm) {
+            warm_alt = &why->cand[i];
+            break;
+        }
+    if (fabs(b->score_s - o->score_s) <= TIE_S)
+        snprintf(r, n, "tie at %.2fs with %s: load ratio %.2f vs %.2f, speed %.2f vs %.2f",
+                 b->score_s, o->worker_id, b->load_ratio, o->load_ratio, b->speed, o->speed);
+    else if (b->warm && !o->warm)
+        snprintf(r, n, "model warm: %.2fs beats cold load on %s (%.2fs)", b->score_s,
+                 o->worker_id, o->score_s);
+    else if (!b->warm && warm_alt)
+        snprintf(r, n, "cold load %.2fs finishes at %.2fs, sooner than waiting for warm %s (%.2fs)",
+                 b->load_s, b->score_s, warm_alt->worker_id, warm_alt->score_s);
+    else if (o->thermal_factor > b->thermal_factor)
+        snprintf(r, n, "earliest completion %.2fs; %s is hot (x%.1f on wait, %.2fs)", b->score_s,
+                 o->worker_id, o->thermal_factor, o->score_s);
+    else
+        snprintf(r, n, "earliest estimated completion %.2fs (%s: wait %.2fs load %.2fs run %.2fs);"
+                       " next %s %.2fs",
+                 b->score_s, b->warm ? "warm" : "cold", b->wait_s, b->load_s, b->run_s,
+                 o->worker_id, o->score_s);
+}
+
+struct sworker *sched_decide(struct sched *s, struct sjob *j, int64_t now,
+                             struct sched_explain *why)
+{
+    const struct scap *cap = &s->caps[j->cap];
+    memset(why, 0, sizeof(*why));
+    why->job_id = j->spec.id;
+    why->filtered_capability = s->nworkers - cap->members;
+    why->filtered_unhealthy = cap->members - cap->usable;
+    why->filtered_busy = cap->usable - cap->nopen;
+    uint64_t kept_seq[SCHED_EXPLAIN_MAX];
+    struct sworker *kept_w[SCHED_EXPLAIN_MAX];
+    struct sched_candidate c;
+    for (int i = 0; i < cap->nopen; i++) {
+        struct sworker *w = cap->open[i];
+        int rc = sched_score_one(s, w, j, now, &c);
+        if (rc == SCORE_F_VRAM) {
+            why->filtered_vram++;
+            continue;
+        } else if (rc == SCORE_F_BUSY) {
+            why->filtered_busy++;
+            continue;
+        } else if (rc != SCORE_OK) {
+            why->filtered_unhealthy++;
+            continue;
+        }
+        why->ncandidates++;
+        /* Insert into the kept list, best first. */
+        int pos = why->nkept;
+        while (pos > 0 && sched_cand_better(&c, w->seq, &why->cand[pos - 1], kept_seq[pos - 1]))
+            pos--;
+        if (pos >= SCHED_EXPLAIN_MAX)
+            continue;
+        int last = why->nkept < SCHED_EXPLAIN_MAX ? why->nkept : SCHED_EXPLAIN_MAX - 1;
+        for (int k = last; k > pos; k--) {
+            why->cand[k] = why->cand[k - 1];
+            kept_seq[k] = kept_seq[k - 1];
+            kept_w[k] = kept_w[k - 1];
+        }
+        why->cand[pos] = c;
+        kept_seq[pos] = w->seq;
+        kept_w[pos] = w;
+        if (why->nkept < SCHED_EXPLAIN_MAX)
+            why->nkept++;
+    }
+    if (why->nkept == 0) {
+        snprintf(why->reason, sizeof(why->reason),
+                 "no GPU can take it now (capability %d, vram %d, busy %d, unhealthy %d)",
+                 why->filtered_capability, why->filtered_vram, why->filtered_busy,
+                 why->filtered_unhealthy);
+        return NULL;
+    }
+    snprintf(why->winner, sizeof(why->winner), "%s", why->cand[0].worker_id);
+    explain_reason(why);
+    return kept_w[0];
+}
+
+bool sched_rebalance_one(struct sched *s, struct sworker *f, int64_t now,
+                         void (*placed)(uint64_t, const char *, const struct sched_explain *,
+                                        void *),
+                         void *arg)
+{
+    if (s->nplaced == 0 || !f->info.healthy || f->info.draining)
+        return false;
+    struct sjob *best = NULL;
+    struct sched_candidate best_new, best_old, c;
+    double best_gain = s->cfg.move_margin_s;
+    for (int i = 0; i < s->nworkers; i++) {
+        struct sworker *v = s->workers[i];
+        if (v == f || v->nplaced == 0)
+            continue;
+        sched_project(s, v, now);
+        double tf = thermal_factor(s, v);
+        for (struct sjob *j = v->placed_head; j; j = j->next) {
+            if (sched_worker_cap_slot(f, j->cap) < 0)
+                continue;
+            double wait = j->est_start_ns > now ? ns_to_s(j->est_start_ns - now) : 0;
+            double cur = wait * tf + j->est_load_s + j->est_run_s;
+            if (cur <= best_gain)
+                continue;
+            if (sched_score_one(s, f, j, now, &c) != SCORE_OK)
+                continue;
+            double gain = cur - c.score_s;
+            if (gain > best_gain) {
+                best_gain = gain;
+                best = j;
+                best_new = c;
+                memset(&best_old, 0, sizeof(best_old));
+                snprintf(best_old.worker_id, sizeof(best_old.worker_id), "%s", v->info.id);
+                best_old.score_s = cur;
+                best_old.wait_s = wait;
+                best_old.load_s = j->est_load_s;
+                best_old.run_s = j->est_run_s;
+                best_old.thermal_factor = tf;
+                best_old.warm = j->est_load_s == 0;
+                best_old.speed = j->est_speed;
+                best_old.load_ratio =
+                    (double)(v->nrunning + v->nplaced) / (double)v->info.concurrency;
+            }
+        }
+    }
+    if (!best)
+        return false;
+    struct sched_explain *why = &s->why;
+    memset(why, 0, sizeof(*why));
+    why->job_id = best->spec.id;
+    why->ncandidates = 2;
+    why->nkept = 2;
+    why->cand[0] = best_new;
+    why->cand[1] = best_old;
+    snprintf(why->winner, sizeof(why->winner), "%s", f->info.id);
+    snprintf(why->reason, sizeof(why->reason),
+             "late binding: moved from %s, est. finish %.2fs instead of %.2fs", best_old.worker_id,
+             best_new.score_s, best_old.score_s);
+    sched_unplace(s, best);
+    sched_commit(s, best, f, &best_new);
+    s->moves++;
+    if (placed)
+        placed(best->spec.id, f->info.id, why, arg);
+    return true;
+}
