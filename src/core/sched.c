@@ -70,6 +70,7 @@ void sched_destroy(struct sched *s)
     }
     for (int i = 0; i < s->ncaps; i++) {
         free(s->caps[i].open);
+        heap_fini(&s->caps[i].full);
     }
     free(s->workers);
     free(s->caps);
@@ -109,6 +110,14 @@ int sched_model_index(struct sched *s, const char *name, int64_t vram_hint)
     return s->nmodels++;
 }
 
+static int full_cmp(const void *a, const void *b)
+{
+    const struct full_entry *x = a, *y = b;
+    if (x->ready_ns != y->ready_ns)
+        return x->ready_ns < y->ready_ns ? -1 : 1;
+    return x->seq < y->seq ? -1 : (x->seq > y->seq ? 1 : 0);
+}
+
 static int cap_index(struct sched *s, const char *name, bool create)
 {
     void *v = hashmap_get_str(&s->cap_ix, name);
@@ -124,6 +133,7 @@ static int cap_index(struct sched *s, const char *name, bool create)
     memset(c, 0, sizeof(*c));
     copy_name(c->name, name);
     job_queue_init(&c->q, s->cfg.free_tier_every);
+    heap_init(&c->full, sizeof(struct full_entry), full_cmp);
     hashmap_put_str(&s->cap_ix, c->name, (void *)(intptr_t)(s->ncaps + 1));
     return s->ncaps++;
 }
@@ -181,11 +191,56 @@ static bool worker_open(const struct sched *s, const struct sworker *w)
     return worker_usable(w) && w->nplaced < s->cfg.queue_depth;
 }
 
+static void full_rebuild(struct sched *s, int cap)
+{
+    struct scap *c = &s->caps[cap];
+    c->full.len = 0;
+    for (int i = 0; i < s->nworkers; i++) {
+        struct sworker *w = s->workers[i];
+        if (worker_usable(w) && !worker_open(s, w) && sched_worker_cap_slot(w, cap) >= 0) {
+            struct full_entry e = {w->ready_ns, w->seq, w->ver, w};
+            heap_push(&c->full, &e);
+        }
+    }
+}
+
+static void full_push(struct sched *s, struct sworker *w)
+{
+    w->ver++;
+    sched_project(s, w, s->now);
+    for (int k = 0; k < w->ncaps; k++) {
+        struct scap *c = &s->caps[w->caps[k]];
+        if (heap_len(&c->full) > (size_t)(4 * c->members + 64)) {
+            full_rebuild(s, w->caps[k]);
+            continue;
+        }
+        struct full_entry e = {w->ready_ns, w->seq, w->ver, w};
+        heap_push(&c->full, &e);
+    }
+}
+
+struct sworker *sched_full_top(struct sched *s, int cap)
+{
+    struct scap *c = &s->caps[cap];
+    for (;;) {
+        const struct full_entry *e = heap_peek(&c->full);
+        if (!e)
+            return NULL;
+        if (e->ver == e->w->ver && worker_usable(e->w) && !worker_open(s, e->w))
+            return e->w;
+        heap_pop(&c->full, NULL);
+    }
+}
+
 /* Keeps w's membership in each of its capabilities' open lists in step with
  * worker_open(); call after anything that may change it. */
 void sched_worker_sync_open(struct sched *s, struct sworker *w)
 {
     bool open = worker_open(s, w);
+    if (!open && worker_usable(w) && w->alive)
+        full_push(s, w);
+    else
+        w->ver++;
     for (int k = 0; k < w->ncaps; k++) {
         struct scap *c = &s->caps[w->caps[k]];
         if (open && w->open_pos[k] < 0) {
@@ -354,9 +409,16 @@ static void worker_map_loaded(struct sched *s, struct sworker *w)
                                                w->info.loaded[i].vram_mb);
 }
 
+static void see_now(struct sched *s, int64_t now)
+{
+    if (now > s->now)
+        s->now = now;
+}
+
 int sched_worker_update(struct sched *s, const struct worker_info *wi, int64_t now)
 {
-    (void)now;
+    if (s)
+        see_now(s, now);
     if (!s || !wi || !wi->id[0] || wi->ncaps < 0 || wi->ncaps > SCHED_MAX_CAPS ||
         wi->nloaded < 0 || wi->nloaded > SCHED_MAX_LOADED || wi->concurrency < 1 ||
         wi->vram_total_mb < 0)
@@ -367,6 +429,7 @@ int sched_worker_update(struct sched *s, const struct worker_info *wi, int64_t n
         w = xcalloc(1, sizeof(*w));
         w->seq = s->next_worker_seq++;
         w->learned_speed = 1.0;
+        w->alive = true;
         if (s->nworkers == s->capworkers) {
             s->capworkers = s->capworkers ? s->capworkers * 2 : 16;
             s->workers = xrealloc(s->workers, (size_t)s->capworkers * sizeof(*s->workers));
@@ -424,9 +487,9 @@ int sched_worker_update(struct sched *s, const struct worker_info *wi, int64_t n
 int sched_worker_remove(struct sched *s, const char *worker_id, int64_t now,
                         void (*lost)(uint64_t job_id, void *arg), void *arg)
 {
-    (void)now;
     if (!s || !worker_id)
         return GPUQ_EINVAL;
+    see_now(s, now);
     struct sworker *w = worker_find(s, worker_id);
     if (!w)
         return GPUQ_ENOENT;
@@ -444,9 +507,12 @@ int sched_worker_remove(struct sched *s, const char *worker_id, int64_t now,
         if (w->cap_jobs[k] > 0)
             s->caps[w->caps[k]].occupied--;
     hashmap_del_str(&s->worker_ix, w->info.id);
+    w->alive = false;
     int ix = w->ix;
     s->workers[ix] = s->workers[--s->nworkers];
     s->workers[ix]->ix = ix;
+    for (int k = 0; k < w->ncaps; k++)
+        full_rebuild(s, w->caps[k]); /* drops entries that point at w */
     free(w->slots);
     free(w);
     return 0;
@@ -472,7 +538,8 @@ double sched_estimate_cost(const struct sched *s, const struct job_spec *j)
 
 int sched_job_add(struct sched *s, const struct job_spec *spec, int64_t now)
 {
-    (void)now;
+    if (s)
+        see_now(s, now);
     if (!s || !spec || !spec->capability[0] ||
         (spec->lane != SCHED_LANE_INTERACTIVE && spec->lane != SCHED_LANE_BATCH) ||
         (spec->tier != SCHED_TIER_PAID && spec->tier != SCHED_TIER_FREE))
@@ -495,9 +562,9 @@ int sched_job_add(struct sched *s, const struct job_spec *spec, int64_t now)
 
 int sched_job_cancel(struct sched *s, uint64_t job_id, int64_t now)
 {
-    (void)now;
     if (!s)
         return GPUQ_EINVAL;
+    see_now(s, now);
     struct sjob *j = hashmap_get_u64(&s->jobs, job_id);
     if (!j)
         return GPUQ_ENOENT;
@@ -518,9 +585,9 @@ int sched_job_cancel(struct sched *s, uint64_t job_id, int64_t now)
 int sched_job_finished(struct sched *s, uint64_t job_id, bool ok, int64_t load_ns, int64_t run_ns,
                        int64_t now)
 {
-    (void)now;
     if (!s)
         return GPUQ_EINVAL;
+    see_now(s, now);
     struct sjob *j = hashmap_get_u64(&s->jobs, job_id);
     if (!j)
         return GPUQ_ENOENT;
@@ -601,6 +668,7 @@ int sched_take(struct sched *s, const char *worker_id, int64_t now, uint64_t *jo
 {
     if (!s || !worker_id || !job_id)
         return GPUQ_EINVAL;
+    see_now(s, now);
     struct sworker *w = worker_find(s, worker_id);
     if (!w)
         return GPUQ_ENOENT;
@@ -662,6 +730,7 @@ int sched_dispatch(struct sched *s, int64_t now,
 {
     if (!s)
         return GPUQ_EINVAL;
+    see_now(s, now);
     int n = 0;
     /* 1. Late binding: a GPU that has a free slot and nothing to start takes a
      * placed job that would finish sooner here. */
@@ -730,6 +799,7 @@ void sched_stats(const struct sched *s, struct sched_stats *out)
     out->backlog_s = s->backlog_s > 0 ? s->backlog_s : 0;
     out->decisions = s->decisions;
     out->moves = s->moves;
+    out->holds = s->holds;
 }
 
 int sched_job_eta(const struct sched *cs, uint64_t job_id, int64_t now, double *start_s,

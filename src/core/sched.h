@@ -169,6 +169,7 @@ struct sched_stats {
     int queued, placed, running, workers;
     double backlog_s;            /* estimated GPU-seconds of queued + placed work */
     int64_t decisions, moves;    /* placements made; late-binding moves among them */
+    int64_t holds;               /* decisions that kept a job queued for a full, better GPU */
 };
 void sched_stats(const struct sched *s, struct sched_stats *out);
 /* Estimated seconds until the job starts and finishes (R12); -1 if unknown. */

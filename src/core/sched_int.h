@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "common/hashmap.h"
+#include "common/heap.h"
 #include "core/estimator.h"
 #include "core/job.h"
 #include "core/queue.h"
@@ -25,8 +26,18 @@ struct smodel {
 /* A capability: its queue, its workers with room ("open"), fan-out state.
  * Invariants: open[] holds exactly the member workers for which worker_open()
  * holds, each once; usable <= members; occupied = members with cap_jobs > 0. */
+/* An entry of a capability's heap of full workers, by when they next free a
+ * slot. Stale when ver differs from the worker's (it changed since). */
+struct full_entry {
+    int64_t ready_ns;
+    uint64_t seq;
+    uint32_t ver;
+    struct sworker *w;
+};
+
 struct scap {
     char name[SCHED_NAME_MAX];
+    struct heap full; /* lazy min-heap of full (usable, not open) member workers */
     struct job_queue q;
     struct sworker **open;
     int nopen, capopen;
@@ -43,6 +54,8 @@ struct scap {
 struct sworker {
     struct worker_info info;
     uint64_t seq; /* registration order: last tie-break */
+    uint32_t ver; /* bumped whenever its full_entry would change */
+    bool alive;   /* registered (false while being removed) */
     int ix;       /* index in sched.workers */
     int caps[SCHED_MAX_CAPS];
     int ncaps;
@@ -84,7 +97,8 @@ struct sched {
     struct estimator *est;
     int nqueued, nplaced, nrunning;
     double backlog_s;
-    int64_t decisions, moves;
+    int64_t decisions, moves, holds;
+    int64_t now; /* latest `now` seen (projection base for bookkeeping) */
     struct sched_explain why; /* last explanation (valid until next mutation) */
 };
 
@@ -96,6 +110,9 @@ void sched_unplace(struct sched *s, struct sjob *j);
 /* sched_commit places j on w with the estimates of candidate c. */
 void sched_commit(struct sched *s, struct sjob *j, struct sworker *w,
                   const struct sched_candidate *c);
+
+/* sched_full_top: the usable full worker of cap that frees soonest, or NULL. */
+struct sworker *sched_full_top(struct sched *s, int cap);
 
 /* sched_score.c */
 void sched_project(struct sched *s, struct sworker *w, int64_t now);

@@ -3,11 +3,22 @@
  * completion time of a job there (R16-R19), the decision over a capability's
  * open workers with its explanation (R21), and late-binding moves (R20). */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/sched_int.h"
 #include "core/vram.h"
+
+/* reason_printf writes a one-line reason, truncated to fit (by design). */
+__attribute__((format(printf, 3, 4))) static void reason_printf(char *r, size_t n, const char *fmt,
+                                                                 ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r, n, fmt, ap);
+    va_end(ap);
+}
 
 static double ns_to_s(int64_t ns)
 {
@@ -262,7 +273,7 @@ static void explain_reason(struct sched_explain *why)
     char *r = why->reason;
     size_t n = sizeof(why->reason);
     if (why->nkept == 1) {
-        snprintf(r, n, "only candidate: %s, est. finish %.2fs%s", b->warm ? "warm" : "cold load",
+        reason_printf(r, n, "only candidate: %s, est. finish %.2fs%s", b->warm ? "warm" : "cold load",
                  b->score_s, b->thermal_factor > 1 ? " (hot)" : "");
         return;
     }
@@ -274,19 +285,19 @@ static void explain_reason(struct sched_explain *why)
             break;
         }
     if (fabs(b->score_s - o->score_s) <= TIE_S)
-        snprintf(r, n, "tie at %.2fs with %s: load ratio %.2f vs %.2f, speed %.2f vs %.2f",
+        reason_printf(r, n, "tie at %.2fs with %s: load ratio %.2f vs %.2f, speed %.2f vs %.2f",
                  b->score_s, o->worker_id, b->load_ratio, o->load_ratio, b->speed, o->speed);
     else if (b->warm && !o->warm)
-        snprintf(r, n, "model warm: %.2fs beats cold load on %s (%.2fs)", b->score_s,
+        reason_printf(r, n, "model warm: %.2fs beats cold load on %s (%.2fs)", b->score_s,
                  o->worker_id, o->score_s);
     else if (!b->warm && warm_alt)
-        snprintf(r, n, "cold load %.2fs finishes at %.2fs, sooner than waiting for warm %s (%.2fs)",
+        reason_printf(r, n, "cold load %.2fs finishes at %.2fs, sooner than waiting for warm %s (%.2fs)",
                  b->load_s, b->score_s, warm_alt->worker_id, warm_alt->score_s);
     else if (o->thermal_factor > b->thermal_factor)
-        snprintf(r, n, "earliest completion %.2fs; %s is hot (x%.1f on wait, %.2fs)", b->score_s,
+        reason_printf(r, n, "earliest completion %.2fs; %s is hot (x%.1f on wait, %.2fs)", b->score_s,
                  o->worker_id, o->thermal_factor, o->score_s);
     else
-        snprintf(r, n, "earliest estimated completion %.2fs (%s: wait %.2fs load %.2fs run %.2fs);"
+        reason_printf(r, n, "earliest estimated completion %.2fs (%s: wait %.2fs load %.2fs run %.2fs);"
                        " next %s %.2fs",
                  b->score_s, b->warm ? "warm" : "cold", b->wait_s, b->load_s, b->run_s,
                  o->worker_id, o->score_s);
@@ -337,11 +348,30 @@ struct sworker *sched_decide(struct sched *s, struct sjob *j, int64_t now,
             why->nkept++;
     }
     if (why->nkept == 0) {
-        snprintf(why->reason, sizeof(why->reason),
+        reason_printf(why->reason, sizeof(why->reason),
                  "no GPU can take it now (capability %d, vram %d, busy %d, unhealthy %d)",
                  why->filtered_capability, why->filtered_vram, why->filtered_busy,
                  why->filtered_unhealthy);
         return NULL;
+    }
+    /* Late binding the other way: when a GPU whose queue is full would still
+     * finish the job clearly sooner than any open one, keep the job queued
+     * for it rather than commit it to a worse GPU (a cold load, an eviction).
+     * The jobs queued behind this one will want the same full GPUs, so their
+     * share of that backlog counts against holding (else a growing queue
+     * would wait for warm GPUs forever instead of loading a cold one). */
+    struct sworker *fw = sched_full_top(s, j->cap);
+    if (fw && sched_score_one(s, fw, j, now, &c) == SCORE_OK) {
+        int nfull = cap->usable - cap->nopen;
+        int behind = j->state == SJOB_QUEUED ? cap->q.count - 1 : 0;
+        double backlog = behind > 0 ? behind * c.run_s / (nfull > 0 ? nfull : 1) : 0;
+        if (c.score_s + backlog + s->cfg.move_margin_s < why->cand[0].score_s) {
+            s->holds++;
+            reason_printf(why->reason, sizeof(why->reason),
+                     "held in queue: %s (queue full) finishes at %.2fs, best open %s at %.2fs",
+                     fw->info.id, c.score_s, why->cand[0].worker_id, why->cand[0].score_s);
+            return NULL;
+        }
     }
     snprintf(why->winner, sizeof(why->winner), "%s", why->cand[0].worker_id);
     explain_reason(why);
@@ -402,7 +432,7 @@ bool sched_rebalance_one(struct sched *s, struct sworker *f, int64_t now,
     why->cand[0] = best_new;
     why->cand[1] = best_old;
     snprintf(why->winner, sizeof(why->winner), "%s", f->info.id);
-    snprintf(why->reason, sizeof(why->reason),
+    reason_printf(why->reason, sizeof(why->reason),
              "late binding: moved from %s, est. finish %.2fs instead of %.2fs", best_old.worker_id,
              best_new.score_s, best_old.score_s);
     sched_unplace(s, best);
