@@ -1,0 +1,908 @@
+/* json.c: request parsing and validation (jansson) and response rendering for
+ * the API (see json.h). Parsers refuse unknown fields, wrong types and values
+ * out of bounds, naming the field; they write nothing on error. */
+#include "api/json.h"
+
+#include <ctype.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/token.h"
+
+#define PROMPT_MAX 4000
+#define IDEM_MAX 128
+
+void api_error_set(struct api_error *e, int status, const char *code, const char *field,
+                   const char *fmt, ...)
+{
+    e->status = status;
+    e->code = code;
+    snprintf(e->field, sizeof e->field, "%s", field ? field : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+}
+
+void json_put_string(struct buf *out, const char *s)
+{
+    buf_append(out, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"': buf_puts(out, "\\\""); break;
+        case '\\': buf_puts(out, "\\\\"); break;
+        case '\n': buf_puts(out, "\\n"); break;
+        case '\r': buf_puts(out, "\\r"); break;
+        case '\t': buf_puts(out, "\\t"); break;
+        default:
+            if (*p < 0x20)
+                buf_printf(out, "\\u%04x", *p);
+            else
+                buf_append(out, p, 1);
+        }
+    }
+    buf_append(out, "\"", 1);
+}
+
+void json_render_error(struct buf *out, const struct api_error *e)
+{
+    buf_puts(out, "{\"error\":{\"code\":");
+    json_put_string(out, e->code ? e->code : "internal");
+    buf_puts(out, ",\"message\":");
+    json_put_string(out, e->message);
+    buf_puts(out, ",\"field\":");
+    if (e->field[0])
+        json_put_string(out, e->field);
+    else
+        buf_puts(out, "null");
+    buf_puts(out, "}}");
+}
+
+/* Parses body as one JSON object; on error fills err. Caller decrefs. */
+static json_t *parse_object(const char *body, size_t len, struct api_error *err)
+{
+    json_error_t je;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        api_error_set(err, 400, "invalid_json", "body", "malformed JSON at line %d column %d: %s",
+                      je.line, je.column, je.text);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        json_decref(root);
+        api_error_set(err, 400, "invalid_json", "body", "the body must be a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
+/* Refuses keys of obj not in allowed (NULL-terminated). prefix names nested fields. */
+static int check_keys(json_t *obj, const char *const *allowed, const char *prefix,
+                      struct api_error *err)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v) {
+        int ok = 0;
+        for (const char *const *a = allowed; *a; a++)
+            if (!strcmp(key, *a))
+                ok = 1;
+        if (!ok) {
+            char field[64];
+            snprintf(field, sizeof field, "%s%.50s", prefix, key);
+            api_error_set(err, 400, "unknown_field", field, "%s: unknown field", field);
+            return GPUQ_EINVAL;
+        }
+    }
+    return 0;
+}
+
+static bool is_name(const char *s, size_t max, bool upper_ok)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > max)
+        return false;
+    for (const char *p = s; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (!(islower(c) || isdigit(c) || c == '.' || c == '_' || c == '-' ||
+              (upper_ok && isupper(c))))
+            return false;
+    }
+    return true;
+}
+
+/* Reads an optional string field; returns 1 if present, 0 if absent, negative on error. */
+static int get_string(json_t *obj, const char *key, const char *field, size_t max,
+                      const char **out, struct api_error *err)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v)) {
+        api_error_set(err, 400, "invalid_field", field, "%s: must be a string", field);
+        return GPUQ_EINVAL;
+    }
+    if (json_string_length(v) > max) {
+        api_error_set(err, 400, "invalid_field", field, "%s: longer than %zu bytes", field, max);
+        return GPUQ_EINVAL;
+    }
+    if (strlen(json_string_value(v)) != json_string_length(v)) {
+        api_error_set(err, 400, "invalid_field", field, "%s: contains a NUL character", field);
+        return GPUQ_EINVAL;
+    }
+    *out = json_string_value(v);
+    return 1;
+}
+
+/* Reads an optional integer field within [lo, hi]. */
+static int get_int(json_t *obj, const char *key, const char *field, long long lo, long long hi,
+                   long long *out, struct api_error *err)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_integer(v)) {
+        api_error_set(err, 400, "invalid_field", field, "%s: must be an integer", field);
+        return GPUQ_EINVAL;
+    }
+    long long x = json_integer_value(v);
+    if (x < lo || x > hi) {
+        api_error_set(err, 400, "invalid_field", field, "%s: must be in %lld..%lld", field, lo,
+                      hi);
+        return GPUQ_EINVAL;
+    }
+    *out = x;
+    return 1;
+}
+
+static int get_number(json_t *obj, const char *key, const char *field, double lo, double hi,
+                      double *out, struct api_error *err)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_number(v)) {
+        api_error_set(err, 400, "invalid_field", field, "%s: must be a number", field);
+        return GPUQ_EINVAL;
+    }
+    double x = json_number_value(v);
+    if (!isfinite(x) || x < lo || x > hi) {
+        api_error_set(err, 400, "invalid_field", field, "%s: must be in %g..%g", field, lo, hi);
+        return GPUQ_EINVAL;
+    }
+    *out = x;
+    return 1;
+}
+
+static const char *const job_keys[] = {"capability", "model",           "params",   "lane",
+                                       "priority",   "idempotency_key", "deadline", NULL};
+static const char *const param_keys[] = {"prompt", "negative_prompt", "width", "height",
+                                         "steps",  "frames",          "seed",  "guidance",
+                                         "fault",  "sim_ms",          NULL};
+static const char *const faults[] = {"oom", "crash", "hang", "solid", "bad_input", "cuda", NULL};
+
+/* Validates params and builds their normalized form (defaults filled, keys sorted). */
+static json_t *normalize_params(json_t *params, struct job_rec *out, struct api_error *err)
+{
+    if (params && !json_is_object(params)) {
+        api_error_set(err, 400, "invalid_field", "params", "params: must be an object");
+        return NULL;
+    }
+    json_t *empty = NULL;
+    if (!params)
+        params = empty = json_object();
+    json_t *norm = NULL;
+    if (check_keys(params, param_keys, "params.", err))
+        goto done;
+    const char *s;
+    long long w = 1024, h = 1024, steps = 30, frames = 0, seed = -1, sim_ms = -1;
+    double guidance = -1;
+    norm = json_object();
+    const char *const texts[] = {"prompt", "negative_prompt"};
+    for (int i = 0; i < 2; i++) {
+        char field[64];
+        snprintf(field, sizeof field, "params.%s", texts[i]);
+        int rc = get_string(params, texts[i], field, PROMPT_MAX, &s, err);
+        if (rc < 0)
+            goto fail;
+        if (rc)
+            json_object_set_new(norm, texts[i], json_string(s));
+    }
+    if (get_int(params, "width", "params.width", 64, 4096, &w, err) < 0 ||
+        get_int(params, "height", "params.height", 64, 4096, &h, err) < 0 ||
+        get_int(params, "steps", "params.steps", 1, 500, &steps, err) < 0 ||
+        get_int(params, "frames", "params.frames", 0, 1000, &frames, err) < 0 ||
+        get_int(params, "seed", "params.seed", 0, 9007199254740992LL, &seed, err) < 0 ||
+        get_int(params, "sim_ms", "params.sim_ms", 0, 600000, &sim_ms, err) < 0 ||
+        get_number(params, "guidance", "params.guidance", 0, 100, &guidance, err) < 0)
+        goto fail;
+    if (w % 8 || h % 8) {
+        api_error_set(err, 400, "invalid_field", w % 8 ? "params.width" : "params.height",
+                      "%s: must be a multiple of 8", w % 8 ? "params.width" : "params.height");
+        goto fail;
+    }
+    int rc = get_string(params, "fault", "params.fault", 16, &s, err);
+    if (rc < 0)
+        goto fail;
+    if (rc) {
+        int known = 0;
+        for (const char *const *f = faults; *f; f++)
+            known |= !strcmp(*f, s);
+        if (!known) {
+            api_error_set(err, 400, "invalid_field", "params.fault",
+                          "params.fault: must be one of oom, crash, hang, solid, bad_input, cuda");
+            goto fail;
+        }
+        json_object_set_new(norm, "fault", json_string(s));
+    }
+    json_object_set_new(norm, "width", json_integer(w));
+    json_object_set_new(norm, "height", json_integer(h));
+    json_object_set_new(norm, "steps", json_integer(steps));
+    json_object_set_new(norm, "frames", json_integer(frames));
+    if (seed >= 0)
+        json_object_set_new(norm, "seed", json_integer(seed));
+    if (sim_ms >= 0)
+        json_object_set_new(norm, "sim_ms", json_integer(sim_ms));
+    if (guidance >= 0)
+        json_object_set_new(norm, "guidance", json_real(guidance));
+    out->width = (uint32_t)w;
+    out->height = (uint32_t)h;
+    out->steps = (uint32_t)steps;
+    out->frames = (uint32_t)frames;
+    goto done;
+fail:
+    json_decref(norm);
+    norm = NULL;
+done:
+    json_decref(empty);
+    return norm;
+}
+
+int json_parse_job(const char *body, size_t len, const struct head_config *cfg,
+                   const struct tenant_rec *tenant, const char *idem_header, int64_t now_ms,
+                   struct job_rec *out, struct api_error *err)
+{
+    memset(out, 0, sizeof *out);
+    json_t *root = parse_object(body, len, err);
+    if (!root)
+        return GPUQ_EINVAL;
+    json_t *params = NULL;
+    int ret = GPUQ_EINVAL;
+    if (check_keys(root, job_keys, "", err))
+        goto out;
+    const char *cap = NULL, *model = NULL, *lane = NULL, *prio = NULL, *idem = NULL;
+    int rc = get_string(root, "capability", "capability", 63, &cap, err);
+    if (rc < 0)
+        goto out;
+    if (rc == 0) {
+        api_error_set(err, 400, "missing_field", "capability", "capability: required");
+        goto out;
+    }
+    const struct cap_config *cc = config_cap(cfg, cap);
+    if (!is_name(cap, 63, false) || !cc) {
+        struct buf known;
+        buf_init(&known);
+        for (int i = 0; i < cfg->ncaps; i++)
+            buf_printf(&known, "%s%s", i ? ", " : "", cfg->caps[i].name);
+        api_error_set(err, 400, "invalid_field", "capability",
+                      "capability: unknown capability '%.63s' (known: %.150s)", cap,
+                      known.data ? known.data : "none");
+        buf_fini(&known);
+        goto out;
+    }
+    if (get_string(root, "model", "model", 63, &model, err) < 0)
+        goto out;
+    if (!model)
+        model = cc->default_model;
+    if (!is_name(model, 63, true) || !config_model(cfg, model)) {
+        api_error_set(err, 400, "invalid_field", "model", "model: unknown model '%.63s'", model);
+        goto out;
+    }
+    if (get_string(root, "lane", "lane", 16, &lane, err) < 0)
+        goto out;
+    out->lane = LANE_INTERACTIVE;
+    if (lane && job_lane_parse(lane, &out->lane)) {
+        api_error_set(err, 400, "invalid_field", "lane", "lane: must be interactive or batch");
+        goto out;
+    }
+    if (get_string(root, "priority", "priority", 16, &prio, err) < 0)
+        goto out;
+    out->tier = tenant->tier;
+    if (prio && job_tier_parse(prio, &out->tier)) {
+        api_error_set(err, 400, "invalid_field", "priority", "priority: must be paid or free");
+        goto out;
+    }
+    if (out->tier == TIER_PAID && tenant->tier == TIER_FREE) {
+        api_error_set(err, 403, "forbidden", "priority",
+                      "priority: a free-tier tenant cannot submit paid work");
+        goto out;
+    }
+    if (get_string(root, "idempotency_key", "idempotency_key", IDEM_MAX, &idem, err) < 0)
+        goto out;
+    if (idem_header) {
+        if (strlen(idem_header) > IDEM_MAX) {
+            api_error_set(err, 400, "invalid_field", "Idempotency-Key",
+                          "Idempotency-Key: longer than %d bytes", IDEM_MAX);
+            goto out;
+        }
+        if (idem && strcmp(idem, idem_header)) {
+            api_error_set(err, 400, "invalid_field", "idempotency_key",
+                          "idempotency_key: differs from the Idempotency-Key header");
+            goto out;
+        }
+        idem = idem_header;
+    }
+    if (idem && !*idem) {
+        api_error_set(err, 400, "invalid_field", "idempotency_key",
+                      "idempotency_key: must not be empty");
+        goto out;
+    }
+    long long deadline = 0;
+    if (get_int(root, "deadline", "deadline", 1, INT64_MAX / 2, &deadline, err) < 0)
+        goto out;
+    if (deadline && deadline <= now_ms) {
+        api_error_set(err, 400, "invalid_field", "deadline",
+                      "deadline: %lld is in the past (Unix milliseconds expected)", deadline);
+        goto out;
+    }
+    params = normalize_params(json_object_get(root, "params"), out, err);
+    if (!params)
+        goto out;
+
+    out->tenant_id = tenant->id;
+    snprintf(out->capability, sizeof out->capability, "%s", cap);
+    snprintf(out->model, sizeof out->model, "%s", model);
+    snprintf(out->idem_key, sizeof out->idem_key, "%s", idem ? idem : "");
+    out->deadline_ms = deadline;
+    out->params_json = json_dumps(params, JSON_COMPACT | JSON_SORT_KEYS);
+    /* What the request asks for, normalized: a replay with the same key must match it. */
+    struct buf canon;
+    buf_init(&canon);
+    buf_printf(&canon, "%s\n%s\n%s\n%s\n%lld\n%s", out->capability, out->model,
+               job_lane_name(out->lane), job_tier_name(out->tier), deadline, out->params_json);
+    token_hash(canon.data, out->body_hash);
+    buf_fini(&canon);
+    ret = 0;
+out:
+    json_decref(params);
+    json_decref(root);
+    return ret;
+}
+
+static void put_ms(struct buf *out, const char *key, int64_t ms)
+{
+    if (ms)
+        buf_printf(out, ",\"%s\":%lld", key, (long long)ms);
+    else
+        buf_printf(out, ",\"%s\":null", key);
+}
+
+void json_render_job(struct buf *out, const struct job_rec *j, const char *tenant_name)
+{
+    buf_printf(out, "{\"id\":\"%llu\",\"tenant\":", (unsigned long long)j->id);
+    json_put_string(out, tenant_name ? tenant_name : "");
+    buf_puts(out, ",\"capability\":");
+    json_put_string(out, j->capability);
+    buf_puts(out, ",\"model\":");
+    json_put_string(out, j->model);
+    buf_printf(out, ",\"params\":%s", j->params_json ? j->params_json : "{}");
+    buf_printf(out, ",\"lane\":\"%s\",\"priority\":\"%s\",\"state\":\"%s\"", job_lane_name(j->lane),
+               job_tier_name(j->tier), job_state_name(j->state));
+    if (j->state == JOB_RUNNING && j->phase != PHASE_NONE)
+        buf_printf(out, ",\"phase\":\"%s\"", job_phase_name(j->phase));
+    else
+        buf_puts(out, ",\"phase\":null");
+    buf_printf(out, ",\"progress\":%.3f,\"attempt\":%d,\"cost_s\":%.3f", j->progress, j->attempt,
+               j->cost_s);
+    buf_puts(out, ",\"worker_id\":");
+    if (j->worker_id[0])
+        json_put_string(out, j->worker_id);
+    else
+        buf_puts(out, "null");
+    buf_puts(out, ",\"idempotency_key\":");
+    if (j->idem_key[0])
+        json_put_string(out, j->idem_key);
+    else
+        buf_puts(out, "null");
+    put_ms(out, "deadline", j->deadline_ms);
+    buf_puts(out, ",\"error\":");
+    if (j->error_class[0] && j->state != JOB_SUCCEEDED) {
+        buf_puts(out, "{\"class\":");
+        json_put_string(out, j->error_class);
+        buf_puts(out, ",\"message\":");
+        json_put_string(out, j->error_message);
+        buf_puts(out, "}");
+    } else {
+        buf_puts(out, "null");
+    }
+    put_ms(out, "created_ms", j->created_ms);
+    put_ms(out, "started_ms", j->started_ms);
+    put_ms(out, "finished_ms", j->finished_ms);
+    buf_printf(out, ",\"eta\":{\"start_ms\":%lld,\"finish_ms\":%lld}", (long long)j->eta_start_ms,
+               (long long)j->eta_finish_ms);
+    if (j->state == JOB_SUCCEEDED) {
+        buf_puts(out, ",\"result\":{\"content_type\":");
+        json_put_string(out, j->result_type);
+        buf_printf(out, ",\"bytes\":%lld,\"url\":\"/v1/jobs/%llu/result\"}",
+                   (long long)j->result_bytes, (unsigned long long)j->id);
+    } else {
+        buf_puts(out, ",\"result\":null");
+    }
+    buf_puts(out, "}");
+}
+
+static int parse_name_body(const char *body, size_t len, const char *const *keys, json_t **root,
+                           char *name, size_t nsize, bool required, struct api_error *err)
+{
+    *root = parse_object(body, len, err);
+    if (!*root || check_keys(*root, keys, "", err))
+        return GPUQ_EINVAL;
+    const char *n = NULL;
+    int rc = get_string(*root, "name", "name", nsize - 1, &n, err);
+    if (rc < 0)
+        return GPUQ_EINVAL;
+    if (!rc && required) {
+        api_error_set(err, 400, "missing_field", "name", "name: required");
+        return GPUQ_EINVAL;
+    }
+    if (n && !is_name(n, nsize - 1, true)) {
+        api_error_set(err, 400, "invalid_field", "name",
+                      "name: use letters, digits, '.', '_' or '-' (1..%zu)", nsize - 1);
+        return GPUQ_EINVAL;
+    }
+    snprintf(name, nsize, "%s", n ? n : "");
+    return 0;
+}
+
+int json_parse_tenant(const char *body, size_t len, char *name, size_t nsize,
+                      enum job_tier *tier, struct api_error *err)
+{
+    static const char *const keys[] = {"name", "tier", NULL};
+    json_t *root;
+    int rc = parse_name_body(body, len, keys, &root, name, nsize, true, err);
+    if (!rc) {
+        const char *t = NULL;
+        *tier = TIER_PAID;
+        if (get_string(root, "tier", "tier", 16, &t, err) < 0)
+            rc = GPUQ_EINVAL;
+        else if (t && job_tier_parse(t, tier)) {
+            api_error_set(err, 400, "invalid_field", "tier", "tier: must be paid or free");
+            rc = GPUQ_EINVAL;
+        }
+    }
+    json_decref(root);
+    return rc;
+}
+
+int json_parse_token(const char *body, size_t len, char *name, size_t nsize,
+                     struct api_error *err)
+{
+    static const char *const keys[] = {"name", NULL};
+    json_t *root;
+    int rc = parse_name_body(len ? body : "{}", len ? len : 2, keys, &root, name, nsize,
+                             false, err);
+    json_decref(root);
+    if (!rc && !name[0])
+        snprintf(name, nsize, "agents");
+    return rc;
+}
+
+/* Every agent message carries "protocol": 1 and a worker_id. */
+static int agent_common(json_t *root, char *worker_id, struct api_error *err)
+{
+    long long proto = 0;
+    int rc = get_int(root, "protocol", "protocol", 0, 1000, &proto, err);
+    if (rc < 0)
+        return rc;
+    if (rc == 0 || proto != 1) {
+        api_error_set(err, 400, "invalid_field", "protocol",
+                      "protocol: this head speaks worker protocol 1");
+        return GPUQ_EINVAL;
+    }
+    const char *id = NULL;
+    rc = get_string(root, "worker_id", "worker_id", SCHED_NAME_MAX - 1, &id, err);
+    if (rc < 0)
+        return rc;
+    if (!rc || !is_name(id, SCHED_NAME_MAX - 1, true)) {
+        api_error_set(err, 400, rc ? "invalid_field" : "missing_field", "worker_id",
+                      "worker_id: required, letters, digits, '.', '_' or '-'");
+        return GPUQ_EINVAL;
+    }
+    snprintf(worker_id, SCHED_NAME_MAX, "%s", id);
+    return 0;
+}
+
+static int parse_caps(json_t *root, struct worker_rec *w, struct api_error *err)
+{
+    json_t *caps = json_object_get(root, "capabilities");
+    if (!json_is_array(caps) || json_array_size(caps) == 0 ||
+        json_array_size(caps) > SCHED_MAX_CAPS) {
+        api_error_set(err, 400, "invalid_field", "capabilities",
+                      "capabilities: an array of 1..%d capability names", SCHED_MAX_CAPS);
+        return GPUQ_EINVAL;
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(caps, i, v) {
+        if (!json_is_string(v) || !is_name(json_string_value(v), SCHED_NAME_MAX - 1, false)) {
+            api_error_set(err, 400, "invalid_field", "capabilities",
+                          "capabilities[%zu]: must be a capability name", i);
+            return GPUQ_EINVAL;
+        }
+        snprintf(w->caps[w->ncaps++], SCHED_NAME_MAX, "%s", json_string_value(v));
+    }
+    return 0;
+}
+
+static int parse_models(json_t *arr, const char *field, struct worker_rec *w, bool heartbeat,
+                        struct api_error *err)
+{
+    if (!arr || json_is_null(arr))
+        return 0;
+    if (!json_is_array(arr) || json_array_size(arr) > REG_MAX_MODELS) {
+        api_error_set(err, 400, "invalid_field", field, "%s: an array of at most %d models",
+                      field, REG_MAX_MODELS);
+        return GPUQ_EINVAL;
+    }
+    size_t i;
+    json_t *m;
+    json_array_foreach(arr, i, m) {
+        char f[64];
+        snprintf(f, sizeof f, "%s[%zu]", field, i);
+        if (!json_is_object(m)) {
+            api_error_set(err, 400, "invalid_field", f, "%s: must be an object", f);
+            return GPUQ_EINVAL;
+        }
+        struct reg_model *rm = &w->models[w->nmodels];
+        memset(rm, 0, sizeof *rm);
+        const char *name = NULL, *cls = NULL;
+        long long vram = 0, load = 0, ago = 0;
+        if (get_string(m, "name", f, SCHED_NAME_MAX - 1, &name, err) <= 0 ||
+            !is_name(name, SCHED_NAME_MAX - 1, true)) {
+            api_error_set(err, 400, "invalid_field", f, "%s.name: required model name", f);
+            return GPUQ_EINVAL;
+        }
+        if (get_int(m, "vram_mb", f, 0, 1 << 22, &vram, err) < 0 ||
+            get_int(m, "load_ms", f, 0, 3600000, &load, err) < 0 ||
+            get_int(m, "last_used_ms_ago", f, 0, INT64_MAX / 2, &ago, err) < 0 ||
+            get_string(m, "class", f, 16, &cls, err) < 0)
+            return GPUQ_EINVAL;
+        snprintf(rm->name, sizeof rm->name, "%s", name);
+        rm->vram_mb = vram;
+        rm->load_ms = load;
+        rm->last_used_ms_ago = ago;
+        rm->cls = cls && !strcmp(cls, "utility") ? MODEL_UTILITY : MODEL_GENERATION;
+        rm->pinned = json_is_true(json_object_get(m, "pinned"));
+        rm->loaded = heartbeat || json_is_true(json_object_get(m, "loaded"));
+        w->nmodels++;
+    }
+    return 0;
+}
+
+int json_parse_register(const char *body, size_t len, struct worker_rec *out,
+                        struct api_error *err)
+{
+    static const char *const keys[] = {"protocol",    "worker_id", "host",   "gpu",
+                                       "capabilities", "concurrency", "models", NULL};
+    memset(out, 0, sizeof *out);
+    json_t *root = parse_object(body, len, err);
+    int rc = GPUQ_EINVAL;
+    if (!root || check_keys(root, keys, "", err) || agent_common(root, out->id, err))
+        goto out;
+    const char *host = NULL;
+    if (get_string(root, "host", "host", sizeof out->host - 1, &host, err) < 0)
+        goto out;
+    snprintf(out->host, sizeof out->host, "%s", host ? host : "");
+    json_t *gpu = json_object_get(root, "gpu");
+    if (!json_is_object(gpu)) {
+        api_error_set(err, 400, "missing_field", "gpu", "gpu: required object");
+        goto out;
+    }
+    const char *name = NULL, *uuid = NULL;
+    long long index = 0, vram = 0, conc = 1;
+    if (get_string(gpu, "name", "gpu.name", sizeof out->gpu_name - 1, &name, err) < 0 ||
+        get_string(gpu, "uuid", "gpu.uuid", sizeof out->gpu_uuid - 1, &uuid, err) < 0 ||
+        get_int(gpu, "index", "gpu.index", 0, 1024, &index, err) < 0 ||
+        get_int(gpu, "vram_total_mb", "gpu.vram_total_mb", 0, 1 << 22, &vram, err) < 0 ||
+        get_int(root, "concurrency", "concurrency", 1, 64, &conc, err) < 0)
+        goto out;
+    snprintf(out->gpu_name, sizeof out->gpu_name, "%s", name ? name : "");
+    snprintf(out->gpu_uuid, sizeof out->gpu_uuid, "%s", uuid ? uuid : "");
+    out->gpu_index = (int)index;
+    out->tel.vram_total_mb = vram;
+    out->tel.vram_free_mb = vram;
+    snprintf(out->tel.health, sizeof out->tel.health, "ok");
+    out->concurrency = (int)conc;
+    if (parse_caps(root, out, err) ||
+        parse_models(json_object_get(root, "models"), "models", out, false, err))
+        goto out;
+    out->state = WORKER_WARMING;
+    out->registered_ms = clock_wall_ms();
+    rc = 0;
+out:
+    json_decref(root);
+    return rc;
+}
+
+static int parse_attempts(json_t *arr, const char *field, struct worker_rec *w,
+                          struct api_error *err)
+{
+    if (!arr || json_is_null(arr))
+        return 0;
+    if (!json_is_array(arr) || json_array_size(arr) > REG_MAX_RUNNING) {
+        api_error_set(err, 400, "invalid_field", field, "%s: an array of at most %d", field,
+                      REG_MAX_RUNNING);
+        return GPUQ_EINVAL;
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v) {
+        const char *id = NULL;
+        long long attempt = 0;
+        char f[64];
+        snprintf(f, sizeof f, "%s[%zu]", field, i);
+        if (!json_is_object(v) || get_string(v, "job_id", f, 20, &id, err) <= 0 ||
+            get_int(v, "attempt", f, 1, 1000000, &attempt, err) <= 0) {
+            api_error_set(err, 400, "invalid_field", f, "%s: {job_id, attempt} expected", f);
+            return GPUQ_EINVAL;
+        }
+        w->running[w->nrunning].job_id = strtoull(id, NULL, 10);
+        w->running[w->nrunning].attempt = (int)attempt;
+        w->nrunning++;
+    }
+    return 0;
+}
+
+int json_parse_heartbeat(const char *body, size_t len, struct worker_rec *out,
+                         struct api_error *err)
+{
+    static const char *const keys[] = {"protocol", "worker_id", "state", "telemetry",
+                                       "loaded_models", "running", "cache", NULL};
+    memset(out, 0, sizeof *out);
+    json_t *root = parse_object(body, len, err);
+    int rc = GPUQ_EINVAL;
+    if (!root || check_keys(root, keys, "", err) || agent_common(root, out->id, err))
+        goto out;
+    const char *state = NULL;
+    if (get_string(root, "state", "state", 16, &state, err) < 0)
+        goto out;
+    if (!state || !strcmp(state, "ready"))
+        out->state = WORKER_READY;
+    else if (!strcmp(state, "warming"))
+        out->state = WORKER_WARMING;
+    else if (!strcmp(state, "draining"))
+        out->state = WORKER_DRAINING;
+    else {
+        api_error_set(err, 400, "invalid_field", "state",
+                      "state: must be warming, ready or draining");
+        goto out;
+    }
+    json_t *tel = json_object_get(root, "telemetry");
+    snprintf(out->tel.health, sizeof out->tel.health, "ok");
+    if (tel && !json_is_null(tel)) {
+        if (!json_is_object(tel)) {
+            api_error_set(err, 400, "invalid_field", "telemetry", "telemetry: must be an object");
+            goto out;
+        }
+        long long total = 0, used = 0, freemb = 0, clock = 0;
+        double temp = 0, util = 0, power = 0;
+        const char *health = NULL;
+        if (get_number(tel, "temp_c", "telemetry.temp_c", -50, 200, &temp, err) < 0 ||
+            get_int(tel, "vram_total_mb", "telemetry.vram_total_mb", 0, 1 << 22, &total, err) < 0 ||
+            get_int(tel, "vram_used_mb", "telemetry.vram_used_mb", 0, 1 << 22, &used, err) < 0 ||
+            get_int(tel, "vram_free_mb", "telemetry.vram_free_mb", 0, 1 << 22, &freemb, err) < 0 ||
+            get_number(tel, "util_pct", "telemetry.util_pct", 0, 100, &util, err) < 0 ||
+            get_number(tel, "power_w", "telemetry.power_w", 0, 100000, &power, err) < 0 ||
+            get_int(tel, "sm_clock_mhz", "telemetry.sm_clock_mhz", 0, 100000, &clock, err) < 0 ||
+            get_string(tel, "health", "telemetry.health", 15, &health, err) < 0)
+            goto out;
+        out->tel.temp_c = temp;
+        out->tel.vram_total_mb = total;
+        out->tel.vram_used_mb = used;
+        out->tel.vram_free_mb = freemb;
+        out->tel.util_pct = util;
+        out->tel.power_w = power;
+        out->tel.sm_clock_mhz = (int)clock;
+        if (health)
+            snprintf(out->tel.health, sizeof out->tel.health, "%s", health);
+        json_t *reasons = json_object_get(tel, "throttle_reasons");
+        if (json_is_array(reasons)) {
+            struct buf b;
+            buf_init(&b);
+            size_t i;
+            json_t *r;
+            json_array_foreach(reasons, i, r) {
+                if (json_is_string(r) && i < 8)
+                    buf_printf(&b, "%s%.24s", b.len ? "," : "", json_string_value(r));
+            }
+            snprintf(out->tel.throttle, sizeof out->tel.throttle, "%s", b.data ? b.data : "");
+            buf_fini(&b);
+        }
+    }
+    if (parse_models(json_object_get(root, "loaded_models"), "loaded_models", out, true, err) ||
+        parse_attempts(json_object_get(root, "running"), "running", out, err))
+        goto out;
+    json_t *cache = json_object_get(root, "cache");
+    if (json_is_object(cache)) {
+        long long hits = 0, misses = 0;
+        if (get_int(cache, "hits", "cache.hits", 0, INT64_MAX / 2, &hits, err) < 0 ||
+            get_int(cache, "misses", "cache.misses", 0, INT64_MAX / 2, &misses, err) < 0)
+            goto out;
+        out->cache_hits = hits;
+        out->cache_misses = misses;
+    }
+    rc = 0;
+out:
+    json_decref(root);
+    return rc;
+}
+
+static int parse_agent_msg(const char *body, size_t len, const char *const *keys, bool attempt,
+                           json_t **root, struct agent_msg *out, struct api_error *err)
+{
+    memset(out, 0, sizeof *out);
+    *root = parse_object(body, len, err);
+    if (!*root || check_keys(*root, keys, "", err) || agent_common(*root, out->worker_id, err))
+        return GPUQ_EINVAL;
+    if (attempt) {
+        long long a = 0;
+        int rc = get_int(*root, "attempt", "attempt", 1, 1000000, &a, err);
+        if (rc <= 0) {
+            if (rc == 0)
+                api_error_set(err, 400, "missing_field", "attempt", "attempt: required");
+            return GPUQ_EINVAL;
+        }
+        out->attempt = (int)a;
+    }
+    const char *msg = NULL;
+    if (get_string(*root, "message", "message", 4096, &msg, err) < 0)
+        return GPUQ_EINVAL;
+    snprintf(out->message, sizeof out->message, "%s", msg ? msg : "");
+    return 0;
+}
+
+int json_parse_progress(const char *body, size_t len, struct agent_msg *out,
+                        struct api_error *err)
+{
+    static const char *const keys[] = {"protocol", "worker_id", "attempt", "phase",
+                                       "progress", "message",   NULL};
+    json_t *root;
+    int rc = parse_agent_msg(body, len, keys, true, &root, out, err);
+    if (!rc) {
+        const char *phase = NULL;
+        out->phase = PHASE_GENERATING;
+        if (get_string(root, "phase", "phase", 16, &phase, err) < 0 ||
+            get_number(root, "progress", "progress", 0, 1, &out->progress, err) < 0)
+            rc = GPUQ_EINVAL;
+        else if (phase && !strcmp(phase, "loading"))
+            out->phase = PHASE_LOADING;
+        else if (phase && strcmp(phase, "generating")) {
+            api_error_set(err, 400, "invalid_field", "phase", "phase: loading or generating");
+            rc = GPUQ_EINVAL;
+        }
+    }
+    json_decref(root);
+    return rc;
+}
+
+int json_parse_fail(const char *body, size_t len, struct agent_msg *out, struct api_error *err)
+{
+    static const char *const keys[] = {"protocol", "worker_id", "attempt", "class", "message",
+                                       NULL};
+    static const char *const classes[] = {"oom", "cuda", "crash", "hang", "qc", "bad_input",
+                                          "internal", "cancelled", NULL};
+    json_t *root;
+    int rc = parse_agent_msg(body, len, keys, true, &root, out, err);
+    if (!rc) {
+        const char *cls = NULL;
+        int known = 0;
+        if (get_string(root, "class", "class", 15, &cls, err) < 0)
+            rc = GPUQ_EINVAL;
+        for (const char *const *c = classes; cls && *c; c++)
+            known |= !strcmp(cls, *c);
+        if (!rc && !known) {
+            api_error_set(err, 400, "invalid_field", "class",
+                          "class: one of oom, cuda, crash, hang, qc, bad_input, internal, "
+                          "cancelled");
+            rc = GPUQ_EINVAL;
+        }
+        if (!rc)
+            snprintf(out->cls, sizeof out->cls, "%s", cls);
+    }
+    json_decref(root);
+    return rc;
+}
+
+int json_parse_deregister(const char *body, size_t len, struct agent_msg *out,
+                          struct api_error *err)
+{
+    static const char *const keys[] = {"protocol", "worker_id", "message", NULL};
+    json_t *root;
+    int rc = parse_agent_msg(body, len, keys, false, &root, out, err);
+    json_decref(root);
+    return rc;
+}
+
+void json_render_assignment(struct buf *out, const struct job_rec *j)
+{
+    buf_printf(out, "{\"job_id\":\"%llu\",\"attempt\":%d,\"capability\":",
+               (unsigned long long)j->id, j->attempt);
+    json_put_string(out, j->capability);
+    buf_puts(out, ",\"model\":");
+    json_put_string(out, j->model);
+    buf_printf(out, ",\"lane\":\"%s\",\"priority\":\"%s\",\"params\":%s,\"deadline_ms\":%lld}",
+               job_lane_name(j->lane), job_tier_name(j->tier),
+               j->params_json ? j->params_json : "{}", (long long)j->deadline_ms);
+}
+
+void json_render_worker(struct buf *out, const struct worker_rec *w, int64_t now_ns)
+{
+    static const char *const states[] = {"warming", "ready", "draining"};
+    buf_puts(out, "{\"id\":");
+    json_put_string(out, w->id);
+    buf_puts(out, ",\"host\":");
+    json_put_string(out, w->host);
+    buf_printf(out, ",\"gpu\":{\"index\":%d,\"name\":", w->gpu_index);
+    json_put_string(out, w->gpu_name);
+    buf_puts(out, ",\"uuid\":");
+    json_put_string(out, w->gpu_uuid);
+    buf_printf(out, ",\"vram_total_mb\":%lld}", (long long)w->tel.vram_total_mb);
+    buf_printf(out, ",\"state\":\"%s\",\"drain_requested\":%s",
+               w->drain_requested && w->state == WORKER_READY ? "draining"
+                                                               : states[w->state % 3],
+               w->drain_requested ? "true" : "false");
+    buf_puts(out, ",\"capabilities\":[");
+    for (int i = 0; i < w->ncaps; i++) {
+        if (i)
+            buf_puts(out, ",");
+        json_put_string(out, w->caps[i]);
+    }
+    buf_printf(out,
+               "],\"concurrency\":%d,\"inflight\":%d,\"telemetry\":{\"temp_c\":%.1f,"
+               "\"vram_total_mb\":%lld,\"vram_used_mb\":%lld,\"vram_free_mb\":%lld,"
+               "\"util_pct\":%.1f,\"power_w\":%.1f,\"sm_clock_mhz\":%d,\"throttle_reasons\":",
+               w->concurrency, w->inflight, w->tel.temp_c, (long long)w->tel.vram_total_mb,
+               (long long)w->tel.vram_used_mb, (long long)w->tel.vram_free_mb, w->tel.util_pct,
+               w->tel.power_w, w->tel.sm_clock_mhz);
+    buf_puts(out, "[");
+    const char *p = w->tel.throttle;
+    int first = 1;
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        char r[32];
+        snprintf(r, sizeof r, "%.*s", (int)(n < 31 ? n : 31), p);
+        if (!first)
+            buf_puts(out, ",");
+        json_put_string(out, r);
+        first = 0;
+        p += n + (p[n] == ',');
+    }
+    buf_puts(out, "],\"health\":");
+    json_put_string(out, w->tel.health);
+    buf_puts(out, "},\"loaded_models\":[");
+    first = 1;
+    for (int i = 0; i < w->nmodels; i++) {
+        if (!w->models[i].loaded)
+            continue;
+        if (!first)
+            buf_puts(out, ",");
+        first = 0;
+        buf_puts(out, "{\"name\":");
+        json_put_string(out, w->models[i].name);
+        buf_printf(out, ",\"vram_mb\":%lld,\"pinned\":%s}", (long long)w->models[i].vram_mb,
+                   w->models[i].pinned ? "true" : "false");
+    }
+    long long total = w->cache_hits + w->cache_misses;
+    buf_printf(out,
+               "],\"cache\":{\"hits\":%lld,\"misses\":%lld,\"hit_ratio\":%.4f},"
+               "\"last_seen_ms_ago\":%lld,\"registered_ms\":%lld}",
+               w->cache_hits, w->cache_misses, total ? (double)w->cache_hits / total : 0.0,
+               (long long)((now_ns - w->last_seen_ns) / 1000000), (long long)w->registered_ms);
+}

@@ -1,0 +1,64 @@
+/* json.h: the API's JSON — parsing and validating requests (job submissions,
+ * agent messages) into records, and rendering records as JSON. Every external
+ * byte is bounded; an error names the field and the reason. */
+#ifndef GPUQ_API_JSON_H
+#define GPUQ_API_JSON_H
+
+#include <stddef.h>
+
+#include "common/buf.h"
+#include "head/config.h"
+#include "head/registry.h"
+#include "store/records.h"
+
+struct api_error {
+    int status;              /* HTTP status */
+    const char *code;        /* invalid_json, invalid_field, unknown_field, missing_field … */
+    char field[64];
+    char message[256];
+};
+
+void api_error_set(struct api_error *e, int status, const char *code, const char *field,
+                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void json_render_error(struct buf *out, const struct api_error *e);
+
+/* A client's POST /v1/jobs body → a normalized job record (tenant, params_json,
+ * body_hash, lane, tier, size fields). idem_header: the Idempotency-Key header or NULL. */
+int json_parse_job(const char *body, size_t len, const struct head_config *cfg,
+                   const struct tenant_rec *tenant, const char *idem_header, int64_t now_ms,
+                   struct job_rec *out, struct api_error *err);
+void json_render_job(struct buf *out, const struct job_rec *j, const char *tenant_name);
+
+/* Admin bodies. */
+int json_parse_tenant(const char *body, size_t len, char *name, size_t nsize,
+                      enum job_tier *tier, struct api_error *err);
+int json_parse_token(const char *body, size_t len, char *name, size_t nsize,
+                     struct api_error *err);
+
+/* Agent messages (docs/protocol-worker.md). */
+int json_parse_register(const char *body, size_t len, struct worker_rec *out,
+                        struct api_error *err);
+int json_parse_heartbeat(const char *body, size_t len, struct worker_rec *out,
+                         struct api_error *err);
+/* Progress / fail / deregister share: worker_id, attempt; plus their own fields. */
+struct agent_msg {
+    char worker_id[SCHED_NAME_MAX];
+    int attempt;
+    enum job_phase phase;
+    double progress;
+    char cls[16];
+    char message[256];
+};
+int json_parse_progress(const char *body, size_t len, struct agent_msg *out,
+                        struct api_error *err);
+int json_parse_fail(const char *body, size_t len, struct agent_msg *out, struct api_error *err);
+int json_parse_deregister(const char *body, size_t len, struct agent_msg *out,
+                          struct api_error *err);
+
+void json_render_assignment(struct buf *out, const struct job_rec *j);
+void json_render_worker(struct buf *out, const struct worker_rec *w, int64_t now_ns);
+
+/* Appends s as a JSON string (with quotes). */
+void json_put_string(struct buf *out, const char *s);
+
+#endif

@@ -1,0 +1,923 @@
+/* routes.c: the HTTP API — client, admin and agent routes (docs/api,
+ * docs/protocol-worker.md). Parses and authenticates each request, calls the
+ * head's operations, renders the answer. Errors always have the shape
+ * {"error":{"code","message","field"}}. */
+#include "api/routes.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/json.h"
+#include "common/alloc.h"
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "head/dispatch.h"
+#include "head/ops.h"
+
+#define MOD "api"
+#define MAX_PATH_PARTS 8
+#define SSE_KEEPALIVE_S 15
+#define MAX_LIST_WORKERS 4096
+
+struct ctx {
+    struct head *h;
+    struct http_req *req;
+    struct http_resp *resp;
+    struct caller who;
+    const char *method;
+    char *parts[MAX_PATH_PARTS];
+    int nparts;
+    char pathbuf[512];
+};
+
+static void reply_json(struct ctx *c, int status)
+{
+    c->resp->status = status;
+    c->resp->content_type = "application/json";
+}
+
+static void fail(struct ctx *c, int status, const char *code, const char *field, const char *fmt,
+                 ...) __attribute__((format(printf, 5, 6)));
+
+static void fail(struct ctx *c, int status, const char *code, const char *field, const char *fmt,
+                 ...)
+{
+    struct api_error e;
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    api_error_set(&e, status, code, field, "%s", msg);
+    buf_reset(&c->resp->body);
+    json_render_error(&c->resp->body, &e);
+    reply_json(c, status);
+}
+
+static void fail_api(struct ctx *c, const struct api_error *e)
+{
+    buf_reset(&c->resp->body);
+    json_render_error(&c->resp->body, e);
+    reply_json(c, e->status);
+}
+
+static void fail_store(struct ctx *c, int rc)
+{
+    if (rc == GPUQ_EIO)
+        fail(c, 503, "unavailable", NULL, "the store could not commit the change; retry later");
+    else
+        fail(c, 500, "internal", NULL, "%s", gpuq_strerror(rc));
+}
+
+static bool parse_id(struct ctx *c, const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!*s || *end || errno || v == 0 || s[0] == '-' || s[0] == '+' || strlen(s) > 20) {
+        fail(c, 400, "invalid_field", "id", "id: '%.40s' is not a job id", s);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* Reads an optional integer query parameter within [lo, hi]; false (reply sent) if malformed. */
+static bool query_int(struct ctx *c, const char *name, long long lo, long long hi,
+                      long long *out)
+{
+    const char *v = http_query(c->req, name);
+    if (!v)
+        return true;
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (!*v || *end || errno || x < lo || x > hi) {
+        fail(c, 400, "invalid_field", name, "%s: must be an integer in %lld..%lld", name, lo, hi);
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+static const char *tenant_name(struct ctx *c, int64_t tenant_id, char *buf, size_t size)
+{
+    if (c->who.kind == CALLER_TENANT)
+        return c->who.tenant.name;
+    struct tenant_rec t;
+    if (tenants_by_id(c->h->tenants, tenant_id, &t))
+        snprintf(buf, size, "%s", t.name);
+    else
+        snprintf(buf, size, "?");
+    return buf;
+}
+
+static void render_job(struct ctx *c, int status, const struct job_rec *j)
+{
+    char name[REC_NAME_MAX];
+    buf_reset(&c->resp->body);
+    json_render_job(&c->resp->body, j, tenant_name(c, j->tenant_id, name, sizeof name));
+    reply_json(c, status);
+}
+
+/* The tenant scope of a job call: the tenant's own, or any for the admin. */
+static bool job_scope(struct ctx *c, int64_t *tenant_id)
+{
+    if (c->who.kind == CALLER_TENANT) {
+        *tenant_id = c->who.tenant.id;
+        return true;
+    }
+    if (c->who.kind == CALLER_ADMIN) {
+        *tenant_id = -1;
+        return true;
+    }
+    fail(c, 403, "forbidden", NULL, "this key cannot use the jobs API");
+    return false;
+}
+
+/* ---- client routes ---- */
+
+static void post_job(struct ctx *c)
+{
+    if (c->who.kind != CALLER_TENANT) {
+        fail(c, 403, "forbidden", NULL, "jobs are submitted with a tenant's key");
+        return;
+    }
+    size_t len;
+    const char *body = http_body(c->req, &len);
+    struct job_rec rec;
+    struct api_error err;
+    if (json_parse_job(body, len, &c->h->cfg, &c->who.tenant, http_header(c->req, "Idempotency-Key"),
+                       clock_wall_ms(), &rec, &err)) {
+        fail_api(c, &err);
+        return;
+    }
+    rec.cost_s = dispatcher_estimate_cost(c->h->disp, &rec);
+    struct job_rec out;
+    bool existing;
+    int rc = head_submit(c->h, &rec, &out, &existing);
+    job_rec_free_fields(&rec);
+    if (rc == GPUQ_ECONFLICT) {
+        fail(c, 409, "conflict", "idempotency_key",
+             "idempotency_key: already used for a different request");
+        return;
+    }
+    if (rc) {
+        fail_store(c, rc);
+        return;
+    }
+    render_job(c, existing ? 200 : 201, &out);
+    http_resp_header(c->resp, "Location", "/v1/jobs/%llu", (unsigned long long)out.id);
+    job_rec_free_fields(&out);
+}
+
+static void get_job(struct ctx *c, uint64_t id)
+{
+    int64_t tenant;
+    long long wait = 0;
+    if (!job_scope(c, &tenant) || !query_int(c, "wait", 0, c->h->cfg.max_wait_s, &wait))
+        return;
+    struct job_rec j;
+    uint64_t version = 0;
+    int rc = head_get(c->h, tenant, id, (int)wait, &version, &j);
+    if (rc == GPUQ_ENOENT) {
+        fail(c, 404, "not_found", "id", "no job %llu", (unsigned long long)id);
+        return;
+    }
+    if (rc) {
+        fail_store(c, rc);
+        return;
+    }
+    render_job(c, 200, &j);
+    job_rec_free_fields(&j);
+}
+
+static void delete_job(struct ctx *c, uint64_t id)
+{
+    int64_t tenant;
+    if (!job_scope(c, &tenant))
+        return;
+    struct job_rec j;
+    int rc = head_cancel(c->h, tenant, id, &j);
+    if (rc == GPUQ_ENOENT) {
+        fail(c, 404, "not_found", "id", "no job %llu", (unsigned long long)id);
+        return;
+    }
+    if (rc == GPUQ_ECONFLICT) {
+        fail(c, 409, "conflict", "state", "job %llu already ended (%s)", (unsigned long long)id,
+             job_state_name(j.state));
+        job_rec_free_fields(&j);
+        return;
+    }
+    if (rc) {
+        fail_store(c, rc);
+        job_rec_free_fields(&j);
+        return;
+    }
+    render_job(c, 200, &j);
+    job_rec_free_fields(&j);
+}
+
+static void get_result(struct ctx *c, uint64_t id)
+{
+    int64_t tenant;
+    if (!job_scope(c, &tenant))
+        return;
+    struct job_rec j;
+    int rc = head_get(c->h, tenant, id, 0, NULL, &j);
+    if (rc == GPUQ_ENOENT) {
+        fail(c, 404, "not_found", "id", "no job %llu", (unsigned long long)id);
+        return;
+    }
+    if (rc) {
+        fail_store(c, rc);
+        return;
+    }
+    enum job_state st = j.state;
+    job_rec_free_fields(&j);
+    if (st != JOB_SUCCEEDED) {
+        fail(c, 404, "not_found", "result", "job %llu has no result (it is %s)",
+             (unsigned long long)id, job_state_name(st));
+        return;
+    }
+    char type[REC_NAME_MAX];
+    void *data = NULL;
+    size_t len = 0;
+    rc = c->h->store->ops->result_get(c->h->store, id, type, sizeof type, &data, &len);
+    if (rc == GPUQ_ENOENT) {
+        fail(c, 404, "not_found", "result", "the result of job %llu is no longer kept",
+             (unsigned long long)id);
+        return;
+    }
+    if (rc) {
+        fail_store(c, rc);
+        return;
+    }
+    buf_reset(&c->resp->body);
+    buf_append(&c->resp->body, data, len);
+    free(data);
+    c->resp->status = 200;
+    /* The agent's declared type, from a fixed set; anything else is served as bytes. */
+    static const char *const types[] = {"image/png", "image/jpeg", "image/webp", "video/mp4",
+                                        "application/json", "text/plain", NULL};
+    c->resp->content_type = "application/octet-stream";
+    for (const char *const *t = types; *t; t++)
+        if (!strcmp(type, *t))
+            c->resp->content_type = *t;
+}
+
+/* Server-sent events: the job on every change, until it ends. */
+struct sse {
+    struct head *h;
+    uint64_t id;
+    int64_t tenant_id;
+    char tenant[REC_NAME_MAX];
+    uint64_t version;
+    bool sent_any;
+};
+
+static int sse_next(void *arg, struct buf *out)
+{
+    struct sse *s = arg;
+    if (atomic_load(&s->h->stopping))
+        return 1;
+    struct job_rec j;
+    uint64_t version = s->version;
+    int wait = s->sent_any ? SSE_KEEPALIVE_S : 0;
+    if (head_get(s->h, s->tenant_id, s->id, wait, &version, &j))
+        return 1;
+    bool changed = !s->sent_any || version != s->version;
+    if (changed) {
+        buf_puts(out, "event: state\ndata: ");
+        json_render_job(out, &j, s->tenant);
+        buf_puts(out, "\n\n");
+        s->version = version;
+        s->sent_any = true;
+    } else {
+        buf_puts(out, ": keepalive\n\n");
+    }
+    bool ended = job_state_terminal(j.state);
+    job_rec_free_fields(&j);
+    return ended && changed ? 1 : 0;
+}
+
+static void get_events(struct ctx *c, uint64_t id)
+{
+    int64_t tenant;
+    if (!job_scope(c, &tenant))
+        return;
+    struct job_rec j;
+    int rc = head_get(c->h, tenant, id, 0, NULL, &j);
+    if (rc) {
+        fail(c, 404, "not_found", "id", "no job %llu", (unsigned long long)id);
+        return;
+    }
+    struct sse *s = xcalloc(1, sizeof *s);
+    s->h = c->h;
+    s->id = id;
+    s->tenant_id = tenant;
+    tenant_name(c, j.tenant_id, s->tenant, sizeof s->tenant);
+    job_rec_free_fields(&j);
+    c->resp->status = 200;
+    c->resp->content_type = "text/event-stream";
+    http_resp_header(c->resp, "Cache-Control", "no-cache");
+    c->resp->stream.next = sse_next;
+    c->resp->stream.free = free;
+    c->resp->stream.arg = s;
+}
+
+struct list_ctx {
+    struct buf *out;
+    int n;
+    uint64_t last_id;
+    const char *tenant;
+};
+
+static void list_row(void *arg, struct job_rec *j)
+{
+    struct list_ctx *l = arg;
+    if (l->n++)
+        buf_puts(l->out, ",");
+    json_render_job(l->out, j, l->tenant);
+    l->last_id = j->id;
+    job_rec_free_fields(j);
+}
+
+static void list_jobs(struct ctx *c)
+{
+    struct store_list_filter f = {.state = -1, .limit = 50};
+    struct tenant_rec t;
+    if (c->who.kind == CALLER_TENANT) {
+        t = c->who.tenant;
+    } else if (c->who.kind == CALLER_ADMIN) {
+        const char *name = http_query(c->req, "tenant");
+        if (!name) {
+            fail(c, 400, "missing_field", "tenant", "tenant: the admin must name a tenant");
+            return;
+        }
+        if (!tenants_by_name(c->h->tenants, name, &t)) {
+            fail(c, 404, "not_found", "tenant", "no tenant '%.64s'", name);
+            return;
+        }
+    } else {
+        fail(c, 403, "forbidden", NULL, "this key cannot list jobs");
+        return;
+    }
+    f.tenant_id = t.id;
+    long long limit = 50, after = 0;
+    if (!query_int(c, "limit", 1, 500, &limit) ||
+        !query_int(c, "after", 0, INT64_MAX, &after))
+        return;
+    f.limit = (int)limit;
+    f.before_id = (uint64_t)after;
+    const char *state = http_query(c->req, "state");
+    if (state) {
+        enum job_state s;
+        if (job_state_parse(state, &s)) {
+            fail(c, 400, "invalid_field", "state",
+                 "state: one of queued, running, succeeded, failed, cancelled");
+            return;
+        }
+        f.state = s;
+    }
+    const char *cap = http_query(c->req, "capability");
+    if (cap && strlen(cap) >= SCHED_NAME_MAX) {
+        fail(c, 400, "invalid_field", "capability", "capability: too long");
+        return;
+    }
+    f.capability = cap;
+    struct buf *out = &c->resp->body;
+    buf_reset(out);
+    buf_puts(out, "{\"jobs\":[");
+    struct list_ctx l = {out, 0, 0, t.name};
+    int rc = c->h->store->ops->job_list(c->h->store, &f, list_row, &l);
+    if (rc) {
+        fail_store(c, rc);
+        return;
+    }
+    if (l.n == f.limit)
+        buf_printf(out, "],\"next\":\"%llu\"}", (unsigned long long)l.last_id);
+    else
+        buf_puts(out, "],\"next\":null}");
+    reply_json(c, 200);
+}
+
+/* ---- admin routes ---- */
+
+static bool require_admin(struct ctx *c)
+{
+    if (c->who.kind == CALLER_ADMIN)
+        return true;
+    fail(c, 403, "forbidden", NULL, "this call needs the admin key");
+    return false;
+}
+
+struct tenant_op {
+    struct commit_op op;
+    struct tenant_rec t;
+    struct token_rec tok;
+    bool is_token;
+};
+
+static int tenant_op_apply(struct store *s, struct commit_op *op)
+{
+    struct tenant_op *o = (struct tenant_op *)op;
+    return o->is_token ? s->ops->token_insert(s, &o->tok) : s->ops->tenant_insert(s, &o->t);
+}
+
+static void post_tenant(struct ctx *c)
+{
+    if (!require_admin(c))
+        return;
+    size_t len;
+    const char *body = http_body(c->req, &len);
+    struct tenant_op o = {.op.apply = tenant_op_apply};
+    struct api_error err;
+    if (json_parse_tenant(body, len, o.t.name, sizeof o.t.name, &o.t.tier, &err)) {
+        fail_api(c, &err);
+        return;
+    }
+    if (tenants_by_name(c->h->tenants, o.t.name, NULL)) {
+        fail(c, 409, "conflict", "name", "name: tenant '%s' exists", o.t.name);
+        return;
+    }
+    char key[64];
+    if (token_random("gq_", key, sizeof key)) {
+        fail(c, 500, "internal", NULL, "no randomness available");
+        return;
+    }
+    token_hash(key, o.t.key_hash);
+    o.t.created_ms = clock_wall_ms();
+    int rc = committer_run(c->h->committer, &o.op);
+    if (rc == GPUQ_EEXIST) {
+        fail(c, 409, "conflict", "name", "name: tenant '%s' exists", o.t.name);
+        return;
+    }
+    if (rc) {
+        fail_store(c, rc);
+        return;
+    }
+    tenants_add(c->h->tenants, &o.t);
+    log_info(MOD, "tenant '%s' (%s) created", o.t.name, job_tier_name(o.t.tier));
+    struct buf *out = &c->resp->body;
+    buf_puts(out, "{\"name\":");
+    json_put_string(out, o.t.name);
+    buf_printf(out, ",\"tier\":\"%s\",\"key\":\"%s\",\"created_ms\":%lld}",
+               job_tier_name(o.t.tier), key, (long long)o.t.created_ms);
+    reply_json(c, 201);
+}
+
+static void list_tenants(struct ctx *c)
+{
+    if (!require_admin(c))
+        return;
+    struct tenant_rec *v = xcalloc(4096, sizeof *v);
+    int n = tenants_list(c->h->tenants, v, 4096);
+    struct buf *out = &c->resp->body;
+    buf_puts(out, "{\"tenants\":[");
+    for (int i = 0; i < n; i++) {
+        buf_puts(out, i ? ",{\"name\":" : "{\"name\":");
+        json_put_string(out, v[i].name);
+        buf_printf(out, ",\"tier\":\"%s\",\"created_ms\":%lld}", job_tier_name(v[i].tier),
+                   (long long)v[i].created_ms);
+    }
+    buf_puts(out, "]}");
+    free(v);
+    reply_json(c, 200);
+}
+
+static void post_worker_token(struct ctx *c)
+{
+    if (!require_admin(c))
+        return;
+    size_t len;
+    const char *body = http_body(c->req, &len);
+    struct tenant_op o = {.op.apply = tenant_op_apply, .is_token = true};
+    struct api_error err;
+    if (json_parse_token(body, len, o.tok.name, sizeof o.tok.name, &err)) {
+        fail_api(c, &err);
+        return;
+    }
+    char token[64];
+    if (token_random("gw_", token, sizeof token)) {
+        fail(c, 500, "internal", NULL, "no randomness available");
+        return;
+    }
+    token_hash(token, o.tok.token_hash);
+    o.tok.created_ms = clock_wall_ms();
+    int rc = committer_run(c->h->committer, &o.op);
+    if (rc) {
+        fail_store(c, rc);
+        return;
+    }
+    tenants_add_token(c->h->tenants, &o.tok);
+    struct buf *out = &c->resp->body;
+    buf_puts(out, "{\"name\":");
+    json_put_string(out, o.tok.name);
+    buf_printf(out, ",\"token\":\"%s\"}", token);
+    reply_json(c, 201);
+}
+
+static void list_workers(struct ctx *c)
+{
+    if (c->who.kind != CALLER_ADMIN && c->who.kind != CALLER_TENANT) {
+        fail(c, 403, "forbidden", NULL, "this key cannot list workers");
+        return;
+    }
+    struct worker_rec *v = xcalloc(MAX_LIST_WORKERS, sizeof *v);
+    int n = registry_list(c->h->registry, v, MAX_LIST_WORKERS);
+    int64_t now = clock_mono_ns();
+    struct buf *out = &c->resp->body;
+    buf_puts(out, "{\"workers\":[");
+    for (int i = 0; i < n; i++) {
+        if (i)
+            buf_puts(out, ",");
+        json_render_worker(out, &v[i], now);
+    }
+    buf_puts(out, "]}");
+    free(v);
+    reply_json(c, 200);
+}
+
+static void drain_worker(struct ctx *c, const char *id)
+{
+    if (!require_admin(c))
+        return;
+    if (registry_request_drain(c->h->registry, id)) {
+        fail(c, 404, "not_found", "id", "no worker '%.64s'", id);
+        return;
+    }
+    dispatcher_worker_update(c->h->disp, id);
+    log_info(MOD, "worker %s: drain requested", id);
+    buf_printf(&c->resp->body, "{\"worker_id\":");
+    json_put_string(&c->resp->body, id);
+    buf_puts(&c->resp->body, ",\"drain_requested\":true}");
+    reply_json(c, 200);
+}
+
+/* ---- agent routes ---- */
+
+static bool require_worker(struct ctx *c)
+{
+    if (c->who.kind == CALLER_WORKER)
+        return true;
+    fail(c, 403, "forbidden", NULL, "agent calls need a worker token");
+    return false;
+}
+
+static void agent_register(struct ctx *c)
+{
+    size_t len;
+    const char *body = http_body(c->req, &len);
+    struct worker_rec *w = xcalloc(1, sizeof *w);
+    struct api_error err;
+    if (json_parse_register(body, len, w, &err)) {
+        fail_api(c, &err);
+        free(w);
+        return;
+    }
+    registry_register(c->h->registry, w, clock_mono_ns());
+    dispatcher_worker_update(c->h->disp, w->id);
+    log_info(MOD, "worker %s registered (host %s, gpu %d %s, %lld MB)", w->id, w->host,
+             w->gpu_index, w->gpu_name, (long long)w->tel.vram_total_mb);
+    buf_puts(&c->resp->body, "{\"worker_id\":");
+    json_put_string(&c->resp->body, w->id);
+    buf_printf(&c->resp->body, ",\"heartbeat_ms\":%d,\"ttl_ms\":%d}", c->h->cfg.heartbeat_ms,
+               c->h->cfg.ttl_ms);
+    free(w);
+    reply_json(c, 200);
+}
+
+static void agent_heartbeat(struct ctx *c)
+{
+    size_t len;
+    const char *body = http_body(c->req, &len);
+    struct worker_rec *w = xcalloc(1, sizeof *w);
+    struct api_error err;
+    if (json_parse_heartbeat(body, len, w, &err)) {
+        fail_api(c, &err);
+        free(w);
+        return;
+    }
+    bool drain = false;
+    struct reg_attempt cancels[REG_MAX_CANCELS];
+    int ncancels = 0;
+    if (registry_heartbeat(c->h->registry, w, clock_mono_ns(), &drain, cancels, &ncancels)) {
+        fail(c, 404, "not_found", "worker_id", "worker '%s' is not registered; register again",
+             w->id);
+        free(w);
+        return;
+    }
+    dispatcher_worker_update(c->h->disp, w->id);
+    free(w);
+    struct buf *out = &c->resp->body;
+    buf_printf(out, "{\"drain\":%s,\"cancel\":[", drain ? "true" : "false");
+    for (int i = 0; i < ncancels; i++)
+        buf_printf(out, "%s{\"job_id\":\"%llu\",\"attempt\":%d}", i ? "," : "",
+                   (unsigned long long)cancels[i].job_id, cancels[i].attempt);
+    buf_puts(out, "]}");
+    reply_json(c, 200);
+}
+
+static void agent_assignments(struct ctx *c)
+{
+    const char *worker = http_query(c->req, "worker_id");
+    long long wait = 30;
+    if (!worker || !*worker || strlen(worker) >= SCHED_NAME_MAX) {
+        fail(c, 400, "missing_field", "worker_id", "worker_id: required");
+        return;
+    }
+    if (!query_int(c, "wait", 0, 60, &wait))
+        return;
+    struct worker_rec w;
+    if (registry_get(c->h->registry, worker, &w)) {
+        fail(c, 404, "not_found", "worker_id", "worker '%.64s' is not registered", worker);
+        return;
+    }
+    struct job_rec j;
+    int rc = dispatcher_poll(c->h->disp, worker, clock_mono_ns() + wait * NS_PER_S, &j);
+    if (rc) {
+        c->resp->status = 204;
+        return;
+    }
+    struct buf *out = &c->resp->body;
+    buf_puts(out, "{\"assignments\":[");
+    json_render_assignment(out, &j);
+    buf_puts(out, "]}");
+    job_rec_free_fields(&j);
+    reply_json(c, 200);
+}
+
+static void fenced_error(struct ctx *c, int rc, uint64_t id)
+{
+    if (rc == GPUQ_ESTALE)
+        fail(c, 409, "stale_attempt", "attempt",
+             "attempt: not the current attempt of job %llu on this worker",
+             (unsigned long long)id);
+    else if (rc == GPUQ_ENOENT)
+        fail(c, 404, "not_found", "id", "no job %llu", (unsigned long long)id);
+    else
+        fail_store(c, rc);
+}
+
+static void agent_progress(struct ctx *c, uint64_t id)
+{
+    size_t len;
+    const char *body = http_body(c->req, &len);
+    struct agent_msg m;
+    struct api_error err;
+    if (json_parse_progress(body, len, &m, &err)) {
+        fail_api(c, &err);
+        return;
+    }
+    int rc = head_progress(c->h, id, m.worker_id, m.attempt, m.phase, m.progress);
+    if (rc) {
+        fenced_error(c, rc, id);
+        return;
+    }
+    buf_puts(&c->resp->body, "{\"ok\":true}");
+    reply_json(c, 200);
+}
+
+static void agent_complete(struct ctx *c, uint64_t id)
+{
+    const char *worker = http_query(c->req, "worker_id");
+    long long attempt = 0, load_ms = 0, run_ms = 0;
+    if (!worker || !*worker || strlen(worker) >= SCHED_NAME_MAX) {
+        fail(c, 400, "missing_field", "worker_id", "worker_id: required");
+        return;
+    }
+    if (!query_int(c, "attempt", 1, 1000000, &attempt) ||
+        !query_int(c, "load_ms", 0, 86400000, &load_ms) ||
+        !query_int(c, "run_ms", 0, 86400000, &run_ms))
+        return;
+    if (attempt == 0) {
+        fail(c, 400, "missing_field", "attempt", "attempt: required");
+        return;
+    }
+    const char *type = http_header(c->req, "Content-Type");
+    if (!type || !*type || strlen(type) >= REC_NAME_MAX) {
+        fail(c, 400, "invalid_field", "Content-Type", "Content-Type: the output's media type");
+        return;
+    }
+    size_t len;
+    const char *body = http_body(c->req, &len);
+    bool dup;
+    int rc = head_complete(c->h, id, worker, (int)attempt, type, body, len, load_ms, run_ms, &dup);
+    if (rc) {
+        fenced_error(c, rc, id);
+        return;
+    }
+    buf_printf(&c->resp->body, "{\"ok\":true,\"duplicate\":%s}", dup ? "true" : "false");
+    reply_json(c, 200);
+}
+
+static void agent_fail(struct ctx *c, uint64_t id)
+{
+    size_t len;
+    const char *body = http_body(c->req, &len);
+    struct agent_msg m;
+    struct api_error err;
+    if (json_parse_fail(body, len, &m, &err)) {
+        fail_api(c, &err);
+        return;
+    }
+    bool retried;
+    int rc = head_fail(c->h, id, m.worker_id, m.attempt, m.cls, m.message, &retried);
+    if (rc) {
+        fenced_error(c, rc, id);
+        return;
+    }
+    buf_printf(&c->resp->body, "{\"ok\":true,\"retried\":%s}", retried ? "true" : "false");
+    reply_json(c, 200);
+}
+
+static void agent_deregister(struct ctx *c)
+{
+    size_t len;
+    const char *body = http_body(c->req, &len);
+    struct agent_msg m;
+    struct api_error err;
+    if (json_parse_deregister(body, len, &m, &err)) {
+        fail_api(c, &err);
+        return;
+    }
+    if (registry_remove(c->h->registry, m.worker_id)) {
+        fail(c, 404, "not_found", "worker_id", "worker '%s' is not registered", m.worker_id);
+        return;
+    }
+    dispatcher_worker_remove(c->h->disp, m.worker_id);
+    log_info(MOD, "worker %s deregistered", m.worker_id);
+    buf_puts(&c->resp->body, "{\"ok\":true}");
+    reply_json(c, 200);
+}
+
+/* ---- routing ---- */
+
+static bool is(struct ctx *c, const char *method, int nparts, ...)
+{
+    if (c->nparts != nparts)
+        return false;
+    va_list ap;
+    va_start(ap, nparts);
+    bool match = true;
+    for (int i = 0; i < nparts && match; i++) {
+        const char *p = va_arg(ap, const char *);
+        if (p && strcmp(p, c->parts[i]))
+            match = false;
+    }
+    va_end(ap);
+    if (match && strcmp(c->method, method)) {
+        /* Path matched with another method: remember for 405. */
+        return false;
+    }
+    return match;
+}
+
+static bool path_is(struct ctx *c, int nparts, ...)
+{
+    if (c->nparts != nparts)
+        return false;
+    va_list ap;
+    va_start(ap, nparts);
+    bool match = true;
+    for (int i = 0; i < nparts && match; i++) {
+        const char *p = va_arg(ap, const char *);
+        if (p && strcmp(p, c->parts[i]))
+            match = false;
+    }
+    va_end(ap);
+    return match;
+}
+
+static void route_agent(struct ctx *c)
+{
+    if (!require_worker(c))
+        return;
+    uint64_t id;
+    if (is(c, "POST", 3, "v1", "agent", "register"))
+        agent_register(c);
+    else if (is(c, "POST", 3, "v1", "agent", "heartbeat"))
+        agent_heartbeat(c);
+    else if (is(c, "GET", 3, "v1", "agent", "assignments"))
+        agent_assignments(c);
+    else if (is(c, "POST", 3, "v1", "agent", "deregister"))
+        agent_deregister(c);
+    else if (is(c, "POST", 5, "v1", "agent", "jobs", NULL, "progress")) {
+        if (parse_id(c, c->parts[3], &id))
+            agent_progress(c, id);
+    } else if (is(c, "POST", 5, "v1", "agent", "jobs", NULL, "complete")) {
+        if (parse_id(c, c->parts[3], &id))
+            agent_complete(c, id);
+    } else if (is(c, "POST", 5, "v1", "agent", "jobs", NULL, "fail")) {
+        if (parse_id(c, c->parts[3], &id))
+            agent_fail(c, id);
+    } else
+        fail(c, 404, "not_found", "path", "no such agent route");
+}
+
+static bool split_path(struct ctx *c, const char *url)
+{
+    if (strlen(url) >= sizeof c->pathbuf)
+        return false;
+    snprintf(c->pathbuf, sizeof c->pathbuf, "%s", url);
+    char *save = NULL;
+    for (char *p = strtok_r(c->pathbuf, "/", &save); p; p = strtok_r(NULL, "/", &save)) {
+        if (c->nparts == MAX_PATH_PARTS)
+            return false;
+        c->parts[c->nparts++] = p;
+    }
+    return true;
+}
+
+static const char *bearer(struct http_req *req)
+{
+    const char *auth = http_header(req, "Authorization");
+    if (!auth || strncasecmp(auth, "Bearer ", 7))
+        return NULL;
+    return auth + 7;
+}
+
+void routes_handle(void *app, struct http_req *req, struct http_resp *resp)
+{
+    struct ctx c = {.h = app, .req = req, .resp = resp, .method = http_method(req)};
+    if (!split_path(&c, http_path(req))) {
+        fail(&c, 404, "not_found", "path", "no such route");
+        return;
+    }
+    if (path_is(&c, 1, "healthz")) {
+        buf_puts(&resp->body, "{\"ok\":true}");
+        reply_json(&c, 200);
+        return;
+    }
+    if (path_is(&c, 1, "readyz")) {
+        bool ready = atomic_load(&c.h->ready);
+        buf_printf(&resp->body, "{\"ready\":%s}", ready ? "true" : "false");
+        reply_json(&c, ready ? 200 : 503);
+        return;
+    }
+    if (c.nparts == 0 || strcmp(c.parts[0], "v1")) {
+        fail(&c, 404, "not_found", "path", "no such route");
+        return;
+    }
+    if (atomic_load(&c.h->stopping)) {
+        fail(&c, 503, "unavailable", NULL, "the head is shutting down");
+        return;
+    }
+    head_authenticate(c.h, bearer(req), &c.who);
+    if (c.who.kind == CALLER_NONE) {
+        fail(&c, 401, "unauthorized", "Authorization",
+             "Authorization: a valid 'Bearer <key>' is required");
+        return;
+    }
+    if (c.nparts >= 2 && !strcmp(c.parts[1], "agent")) {
+        route_agent(&c);
+        return;
+    }
+    uint64_t id;
+    if (is(&c, "POST", 2, "v1", "jobs"))
+        post_job(&c);
+    else if (is(&c, "GET", 2, "v1", "jobs"))
+        list_jobs(&c);
+    else if (is(&c, "GET", 3, "v1", "jobs", NULL)) {
+        if (parse_id(&c, c.parts[2], &id))
+            get_job(&c, id);
+    } else if (is(&c, "DELETE", 3, "v1", "jobs", NULL)) {
+        if (parse_id(&c, c.parts[2], &id))
+            delete_job(&c, id);
+    } else if (is(&c, "GET", 4, "v1", "jobs", NULL, "events")) {
+        if (parse_id(&c, c.parts[2], &id))
+            get_events(&c, id);
+    } else if (is(&c, "GET", 4, "v1", "jobs", NULL, "result")) {
+        if (parse_id(&c, c.parts[2], &id))
+            get_result(&c, id);
+    } else if (is(&c, "POST", 2, "v1", "tenants"))
+        post_tenant(&c);
+    else if (is(&c, "GET", 2, "v1", "tenants"))
+        list_tenants(&c);
+    else if (is(&c, "POST", 2, "v1", "worker-tokens"))
+        post_worker_token(&c);
+    else if (is(&c, "GET", 2, "v1", "workers"))
+        list_workers(&c);
+    else if (is(&c, "POST", 4, "v1", "workers", NULL, "drain"))
+        drain_worker(&c, c.parts[2]);
+    else if (path_is(&c, 2, "v1", "jobs") || path_is(&c, 3, "v1", "jobs", NULL) ||
+             path_is(&c, 4, "v1", "jobs", NULL, NULL) || path_is(&c, 2, "v1", "tenants") ||
+             path_is(&c, 2, "v1", "worker-tokens") || path_is(&c, 2, "v1", "workers"))
+        fail(&c, 405, "method_not_allowed", "method", "method %s not allowed here", c.method);
+    else
+        fail(&c, 404, "not_found", "path", "no such route");
+}
+
+int64_t routes_body_limit(void *app, const char *method, const char *url)
+{
+    struct head *h = app;
+    (void)method;
+    if (!strncmp(url, "/v1/agent/jobs/", 15) && strstr(url, "/complete"))
+        return h->cfg.max_result_bytes;
+    return h->cfg.max_body_bytes;
+}

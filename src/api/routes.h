@@ -1,0 +1,13 @@
+/* routes.h: the HTTP API's entry points, handed to http_start. */
+#ifndef GPUQ_API_ROUTES_H
+#define GPUQ_API_ROUTES_H
+
+#include <stdint.h>
+
+#include "api/http.h"
+
+/* app is the struct head. */
+void routes_handle(void *app, struct http_req *req, struct http_resp *resp);
+int64_t routes_body_limit(void *app, const char *method, const char *url);
+
+#endif

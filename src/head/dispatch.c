@@ -1,0 +1,562 @@
+/* dispatch.c: the dispatcher thread (see dispatch.h). */
+#include "head/dispatch.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/alloc.h"
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "head/head.h"
+
+#define MOD "dispatch"
+#define TICK_NS (250 * NS_PER_MS)
+#define MAX_EXPIRE 64
+
+enum dmsg_kind { M_JOB_ADD, M_JOB_CANCEL, M_JOB_FINISHED, M_WORKER_UPDATE, M_WORKER_REMOVE, M_POLL };
+
+/* A waiting long-poll of one worker. Shared by its HTTP thread and the
+ * dispatcher (refs == 2 while both hold it). State moves waiting → claimed →
+ * done, or waiting → abandoned (the poll timed out first). */
+struct poller {
+    char worker_id[SCHED_NAME_MAX];
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int refs;
+    enum { P_WAITING, P_CLAIMED, P_DONE, P_ABANDONED } state;
+    int rc;
+    struct job_rec rec;
+    struct poller *next;
+};
+
+struct dmsg {
+    enum dmsg_kind kind;
+    struct job_spec spec;
+    uint64_t job_id;
+    char worker_id[SCHED_NAME_MAX];
+    bool ok;
+    int64_t load_ns, run_ns;
+    struct poller *poller;
+    struct dmsg *next;
+};
+
+struct dispatcher {
+    struct head *h;
+    struct sched *sched;
+    pthread_rwlock_t sched_lock; /* written by the dispatcher thread, read for cost estimates */
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    struct dmsg *head, *tail;
+    bool stopping;
+    /* dispatcher thread only: */
+    struct poller *pollers;
+    int64_t next_expiry_ns;
+    /* published under lock: */
+    struct dispatch_stats stats;
+};
+
+static void poller_unref(struct poller *p)
+{
+    pthread_mutex_lock(&p->lock);
+    int left = --p->refs;
+    pthread_mutex_unlock(&p->lock);
+    if (left == 0) {
+        job_rec_free_fields(&p->rec);
+        pthread_mutex_destroy(&p->lock);
+        pthread_cond_destroy(&p->cond);
+        free(p);
+    }
+}
+
+static void poller_finish(struct poller *p, int rc, struct job_rec *rec);
+
+static void post(struct dispatcher *d, struct dmsg *m)
+{
+    m->next = NULL;
+    pthread_mutex_lock(&d->lock);
+    if (d->stopping) {
+        pthread_mutex_unlock(&d->lock);
+        if (m->kind == M_POLL)
+            poller_finish(m->poller, GPUQ_EAGAIN, NULL);
+        free(m);
+        return;
+    }
+    if (d->tail)
+        d->tail->next = m;
+    else
+        d->head = m;
+    d->tail = m;
+    pthread_cond_signal(&d->wake);
+    pthread_mutex_unlock(&d->lock);
+}
+
+static void spec_from_rec(const struct job_rec *rec, struct job_spec *spec)
+{
+    memset(spec, 0, sizeof *spec);
+    spec->id = rec->id;
+    snprintf(spec->capability, sizeof spec->capability, "%s", rec->capability);
+    snprintf(spec->model, sizeof spec->model, "%s", rec->model);
+    spec->lane = rec->lane == LANE_BATCH ? SCHED_LANE_BATCH : SCHED_LANE_INTERACTIVE;
+    spec->tier = rec->tier == TIER_FREE ? SCHED_TIER_FREE : SCHED_TIER_PAID;
+    spec->width = rec->width;
+    spec->height = rec->height;
+    spec->steps = rec->steps;
+    spec->frames = rec->frames;
+    spec->submit_ns = clock_mono_ns() - (clock_wall_ms() - rec->created_ms) * NS_PER_MS;
+    snprintf(spec->exclude_worker, sizeof spec->exclude_worker, "%s", rec->exclude_worker);
+}
+
+void dispatcher_job_add(struct dispatcher *d, const struct job_rec *rec)
+{
+    struct dmsg *m = xcalloc(1, sizeof *m);
+    m->kind = M_JOB_ADD;
+    spec_from_rec(rec, &m->spec);
+    post(d, m);
+}
+
+void dispatcher_job_cancel(struct dispatcher *d, uint64_t job_id)
+{
+    struct dmsg *m = xcalloc(1, sizeof *m);
+    m->kind = M_JOB_CANCEL;
+    m->job_id = job_id;
+    post(d, m);
+}
+
+void dispatcher_job_finished(struct dispatcher *d, uint64_t job_id, const char *worker_id,
+                             bool ok, int64_t load_ns, int64_t run_ns)
+{
+    struct dmsg *m = xcalloc(1, sizeof *m);
+    m->kind = M_JOB_FINISHED;
+    m->job_id = job_id;
+    snprintf(m->worker_id, sizeof m->worker_id, "%s", worker_id);
+    m->ok = ok;
+    m->load_ns = load_ns;
+    m->run_ns = run_ns;
+    post(d, m);
+}
+
+void dispatcher_worker_update(struct dispatcher *d, const char *worker_id)
+{
+    struct dmsg *m = xcalloc(1, sizeof *m);
+    m->kind = M_WORKER_UPDATE;
+    snprintf(m->worker_id, sizeof m->worker_id, "%s", worker_id);
+    post(d, m);
+}
+
+void dispatcher_worker_remove(struct dispatcher *d, const char *worker_id)
+{
+    struct dmsg *m = xcalloc(1, sizeof *m);
+    m->kind = M_WORKER_REMOVE;
+    snprintf(m->worker_id, sizeof m->worker_id, "%s", worker_id);
+    post(d, m);
+}
+
+int dispatcher_poll(struct dispatcher *d, const char *worker_id, int64_t deadline_ns,
+                    struct job_rec *out)
+{
+    struct poller *p = xcalloc(1, sizeof *p);
+    snprintf(p->worker_id, sizeof p->worker_id, "%s", worker_id);
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    p->refs = 2;
+    p->state = P_WAITING;
+    struct dmsg *m = xcalloc(1, sizeof *m);
+    m->kind = M_POLL;
+    m->poller = p;
+    post(d, m);
+
+    struct timespec ts = {.tv_sec = deadline_ns / NS_PER_S, .tv_nsec = deadline_ns % NS_PER_S};
+    int rc = GPUQ_EAGAIN;
+    pthread_mutex_lock(&p->lock);
+    while (p->state == P_WAITING || p->state == P_CLAIMED) {
+        if (p->state == P_WAITING && d->stopping)
+            break;
+        int w = pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+        if (w == ETIMEDOUT && p->state == P_WAITING)
+            break;
+    }
+    if (p->state == P_DONE) {
+        rc = p->rc;
+        if (rc == 0) {
+            *out = p->rec;
+            p->rec.params_json = NULL;
+        }
+    } else {
+        p->state = P_ABANDONED;
+    }
+    pthread_mutex_unlock(&p->lock);
+    poller_unref(p);
+    return rc;
+}
+
+static void poller_finish(struct poller *p, int rc, struct job_rec *rec)
+{
+    pthread_mutex_lock(&p->lock);
+    p->rc = rc;
+    if (rec) {
+        p->rec = *rec;
+        rec->params_json = NULL;
+    }
+    p->state = P_DONE;
+    pthread_cond_signal(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    poller_unref(p);
+}
+
+/* An assignment being committed: the poller gets the job once it is durable. */
+struct assign_op {
+    struct commit_op op;
+    struct dispatcher *d;
+    struct poller *poller;
+    struct job_rec rec;
+};
+
+static int assign_apply(struct store *s, struct commit_op *op)
+{
+    struct assign_op *a = (struct assign_op *)op;
+    return s->ops->job_update(s, &a->rec);
+}
+
+static void assign_done(struct commit_op *op, int rc)
+{
+    struct assign_op *a = (struct assign_op *)op;
+    struct head *h = a->d->h;
+    if (rc) {
+        /* Not durable: the agent never sees it; the job goes back to the queue. */
+        log_warn(MOD, "assignment of job %llu not stored (%s); re-queued",
+                 (unsigned long long)a->rec.id, gpuq_strerror(rc));
+        dispatcher_job_finished(a->d, a->rec.id, a->rec.worker_id, false, 0, 0);
+        head_requeue(h, a->rec.id, "");
+        poller_finish(a->poller, GPUQ_EAGAIN, NULL);
+    } else {
+        registry_inflight(h->registry, a->rec.worker_id, +1);
+        jobs_lock(h->jobs);
+        struct hjob *j = jobs_find(h->jobs, a->rec.id);
+        if (j)
+            jobs_changed(h->jobs, j);
+        jobs_unlock(h->jobs);
+        poller_finish(a->poller, 0, &a->rec);
+    }
+    job_rec_free_fields(&a->rec);
+    free(a);
+}
+
+/* Makes the job running on the poller's worker: memory and the commit queue
+ * now (under the table lock, see jobs.h); the poller gets it once durable. */
+static bool assign(struct dispatcher *d, struct poller *p, uint64_t job_id)
+{
+    struct head *h = d->h;
+    bool ok = false;
+    jobs_lock(h->jobs);
+    struct hjob *j = jobs_find(h->jobs, job_id);
+    if (j && j->rec.state == JOB_QUEUED) {
+        j->rec.state = JOB_RUNNING;
+        j->rec.phase = PHASE_ASSIGNED;
+        j->rec.attempt++;
+        j->rec.progress = 0;
+        snprintf(j->rec.worker_id, sizeof j->rec.worker_id, "%s", p->worker_id);
+        j->rec.started_ms = clock_wall_ms();
+        struct assign_op *a = xcalloc(1, sizeof *a);
+        a->rec = j->rec;
+        a->rec.params_json = xstrdup(j->rec.params_json ? j->rec.params_json : "{}");
+        a->op.apply = assign_apply;
+        a->op.done = assign_done;
+        a->d = d;
+        a->poller = p;
+        committer_submit(h->committer, &a->op);
+        ok = true;
+    }
+    jobs_unlock(h->jobs);
+    if (!ok) {
+        /* Cancelled (or gone) after it was queued: free its slot and look again. */
+        sched_job_finished(d->sched, job_id, false, 0, 0, clock_mono_ns());
+    }
+    return ok;
+}
+
+/* Puts a job the scheduler handed out, but nobody took, back in its queue. */
+static void readd(struct dispatcher *d, uint64_t job_id, int64_t now)
+{
+    struct job_spec spec;
+    bool found = false;
+    jobs_lock(d->h->jobs);
+    struct hjob *j = jobs_find(d->h->jobs, job_id);
+    if (j && j->rec.state == JOB_QUEUED) {
+        spec_from_rec(&j->rec, &spec);
+        found = true;
+    }
+    jobs_unlock(d->h->jobs);
+    if (found)
+        sched_job_add(d->sched, &spec, now);
+}
+
+/* Serves waiting pollers that have work. */
+static void serve_pollers(struct dispatcher *d, int64_t now)
+{
+    for (struct poller **pp = &d->pollers; *pp;) {
+        struct poller *p = *pp;
+        pthread_mutex_lock(&p->lock);
+        bool abandoned = p->state == P_ABANDONED;
+        pthread_mutex_unlock(&p->lock);
+        if (abandoned) {
+            *pp = p->next;
+            poller_unref(p);
+            continue;
+        }
+        bool served = false;
+        uint64_t job_id;
+        while (!served && sched_take(d->sched, p->worker_id, now, &job_id) == 0) {
+            pthread_mutex_lock(&p->lock);
+            if (p->state != P_WAITING) {
+                pthread_mutex_unlock(&p->lock);
+                /* The poll gave up just now: put the job back. */
+                sched_job_finished(d->sched, job_id, false, 0, 0, now);
+                readd(d, job_id, now);
+                break;
+            }
+            p->state = P_CLAIMED;
+            pthread_mutex_unlock(&p->lock);
+            if (assign(d, p, job_id)) {
+                served = true;
+            } else {
+                pthread_mutex_lock(&p->lock);
+                p->state = P_WAITING;
+                pthread_mutex_unlock(&p->lock);
+            }
+        }
+        if (served) {
+            *pp = p->next; /* the committer's callback now holds the reference */
+        } else {
+            pp = &p->next;
+        }
+    }
+}
+
+static void on_placed(uint64_t job_id, const char *worker_id, const struct sched_explain *why,
+                      void *arg)
+{
+    struct dispatcher *d = arg;
+    struct buf b;
+    buf_init(&b);
+    buf_printf(&b, "{\"event\":\"placement\",\"job\":\"%llu\",\"worker\":\"%s\",\"reason\":\"",
+               (unsigned long long)job_id, worker_id);
+    for (const char *c = why->reason; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            buf_printf(&b, "\\%c", *c);
+        else if ((unsigned char)*c >= 0x20)
+            buf_append(&b, c, 1);
+    }
+    buf_printf(&b, "\",\"scored\":%d,\"candidates\":[", why->ncandidates);
+    for (int i = 0; i < why->nkept; i++) {
+        const struct sched_candidate *c = &why->cand[i];
+        buf_printf(&b,
+                   "%s{\"worker\":\"%s\",\"score_s\":%.3f,\"wait_s\":%.3f,\"load_s\":%.3f,"
+                   "\"run_s\":%.3f,\"thermal\":%.2f,\"load_ratio\":%.2f,\"warm\":%s}",
+                   i ? "," : "", c->worker_id, c->score_s, c->wait_s, c->load_s, c->run_s,
+                   c->thermal_factor, c->load_ratio, c->warm ? "true" : "false");
+    }
+    buf_puts(&b, "]}");
+    log_json(b.data);
+    buf_fini(&b);
+    d->stats.decisions++;
+}
+
+static void on_lost(uint64_t job_id, void *arg)
+{
+    struct dispatcher *d = arg;
+    head_requeue(d->h, job_id, "");
+}
+
+static void refresh_worker(struct dispatcher *d, const char *id, int64_t now)
+{
+    struct worker_rec w;
+    if (registry_get(d->h->registry, id, &w))
+        return;
+    struct worker_info info;
+    registry_worker_info(&w, now, &info);
+    sched_worker_update(d->sched, &info, now);
+}
+
+static void handle(struct dispatcher *d, struct dmsg *m, int64_t now)
+{
+    switch (m->kind) {
+    case M_JOB_ADD:
+        if (sched_job_add(d->sched, &m->spec, now))
+            log_warn(MOD, "scheduler refused job %llu", (unsigned long long)m->spec.id);
+        break;
+    case M_JOB_CANCEL:
+        sched_job_cancel(d->sched, m->job_id, now);
+        break;
+    case M_JOB_FINISHED:
+        sched_job_finished(d->sched, m->job_id, m->ok, m->load_ns, m->run_ns, now);
+        registry_inflight(d->h->registry, m->worker_id, -1);
+        refresh_worker(d, m->worker_id, now);
+        break;
+    case M_WORKER_UPDATE:
+        refresh_worker(d, m->worker_id, now);
+        break;
+    case M_WORKER_REMOVE:
+        sched_worker_remove(d->sched, m->worker_id, now, on_lost, d);
+        break;
+    case M_POLL:
+        m->poller->next = d->pollers;
+        d->pollers = m->poller;
+        break;
+    }
+}
+
+static void expire_workers(struct dispatcher *d, int64_t now)
+{
+    char ids[MAX_EXPIRE][SCHED_NAME_MAX];
+    int n = registry_expire(d->h->registry, now, (int64_t)d->h->cfg.ttl_ms * NS_PER_MS, ids,
+                            MAX_EXPIRE);
+    for (int i = 0; i < n; i++) {
+        log_warn(MOD, "worker %s silent for more than %d ms: removed, its jobs re-queued", ids[i],
+                 d->h->cfg.ttl_ms);
+        sched_worker_remove(d->sched, ids[i], now, on_lost, d);
+    }
+}
+
+static void publish(struct dispatcher *d)
+{
+    struct sched_stats st;
+    sched_stats(d->sched, &st);
+    struct worker_rec *ws = xcalloc(1024, sizeof *ws);
+    int n = registry_list(d->h->registry, ws, 1024), ready = 0;
+    for (int i = 0; i < n; i++)
+        ready += ws[i].state == WORKER_READY && !ws[i].drain_requested;
+    free(ws);
+    pthread_mutex_lock(&d->lock);
+    d->stats.sched = st;
+    d->stats.ready_workers = ready;
+    pthread_mutex_unlock(&d->lock);
+}
+
+static void *dispatcher_main(void *arg)
+{
+    struct dispatcher *d = arg;
+    int64_t last_publish = 0;
+    pthread_mutex_lock(&d->lock);
+    while (!d->stopping) {
+        if (!d->head) {
+            int64_t wake = clock_mono_ns() + TICK_NS;
+            struct timespec ts = {.tv_sec = wake / NS_PER_S, .tv_nsec = wake % NS_PER_S};
+            pthread_cond_timedwait(&d->wake, &d->lock, &ts);
+        }
+        struct dmsg *batch = d->head;
+        d->head = d->tail = NULL;
+        pthread_mutex_unlock(&d->lock);
+
+        int64_t now = clock_mono_ns();
+        pthread_rwlock_wrlock(&d->sched_lock);
+        struct dmsg *next;
+        for (struct dmsg *m = batch; m; m = next) {
+            next = m->next;
+            handle(d, m, now);
+            free(m);
+        }
+        if (now >= d->next_expiry_ns) {
+            expire_workers(d, now);
+            d->next_expiry_ns = now + NS_PER_S / 2;
+        }
+        int64_t t0 = clock_mono_ns();
+        int placed = sched_dispatch(d->sched, now, on_placed, d);
+        if (placed > 0)
+            d->stats.decision_us_last = (double)(clock_mono_ns() - t0) / 1e3 / placed;
+        serve_pollers(d, now);
+        pthread_rwlock_unlock(&d->sched_lock);
+        if (now - last_publish > 100 * NS_PER_MS || placed) {
+            publish(d);
+            last_publish = now;
+        }
+        pthread_mutex_lock(&d->lock);
+    }
+    pthread_mutex_unlock(&d->lock);
+    return NULL;
+}
+
+struct dispatcher *dispatcher_create(struct head *h)
+{
+    struct dispatcher *d = xcalloc(1, sizeof *d);
+    d->h = h;
+    d->sched = sched_create(&h->cfg.sched);
+    for (int i = 0; i < h->cfg.nmodels; i++)
+        sched_model_set(d->sched, &h->cfg.models[i]);
+    pthread_mutex_init(&d->lock, NULL);
+    pthread_rwlock_init(&d->sched_lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&d->wake, &ca);
+    pthread_condattr_destroy(&ca);
+    if (pthread_create(&d->thread, NULL, dispatcher_main, d) != 0) {
+        log_error(MOD, "cannot start the dispatcher thread");
+        abort();
+    }
+    return d;
+}
+
+void dispatcher_stop(struct dispatcher *d)
+{
+    pthread_mutex_lock(&d->lock);
+    if (d->stopping) {
+        pthread_mutex_unlock(&d->lock);
+        return;
+    }
+    d->stopping = true;
+    pthread_cond_signal(&d->wake);
+    pthread_mutex_unlock(&d->lock);
+    pthread_join(d->thread, NULL);
+    for (struct poller *p = d->pollers, *next; p; p = next) {
+        next = p->next;
+        poller_finish(p, GPUQ_EAGAIN, NULL);
+    }
+    d->pollers = NULL;
+    for (struct dmsg *m = d->head, *next; m; m = next) {
+        next = m->next;
+        if (m->kind == M_POLL)
+            poller_finish(m->poller, GPUQ_EAGAIN, NULL);
+        free(m);
+    }
+    d->head = d->tail = NULL;
+}
+
+void dispatcher_destroy(struct dispatcher *d)
+{
+    if (!d)
+        return;
+    dispatcher_stop(d);
+    sched_destroy(d->sched);
+    pthread_rwlock_destroy(&d->sched_lock);
+    pthread_mutex_destroy(&d->lock);
+    pthread_cond_destroy(&d->wake);
+    free(d);
+}
+
+double dispatcher_estimate_cost(struct dispatcher *d, const struct job_rec *rec)
+{
+    struct job_spec spec;
+    spec_from_rec(rec, &spec);
+    pthread_rwlock_rdlock(&d->sched_lock);
+    double cost = sched_estimate_cost(d->sched, &spec);
+    pthread_rwlock_unlock(&d->sched_lock);
+    return cost;
+}
+
+void dispatcher_get_stats(struct dispatcher *d, struct dispatch_stats *out)
+{
+    pthread_mutex_lock(&d->lock);
+    *out = d->stats;
+    pthread_mutex_unlock(&d->lock);
+}

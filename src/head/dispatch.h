@@ -1,0 +1,49 @@
+/* dispatch.h: the dispatcher — the one thread that owns the scheduler's state
+ * (core/sched.h). Other threads hand it messages; it places jobs, hands
+ * assignments to agents' waiting long-polls, expires silent workers and
+ * publishes queue figures. An assignment is committed to the store before the
+ * agent sees it. */
+#ifndef GPUQ_HEAD_DISPATCH_H
+#define GPUQ_HEAD_DISPATCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/sched.h"
+#include "store/records.h"
+
+struct head;
+struct dispatcher;
+
+struct dispatcher *dispatcher_create(struct head *h);
+/* Stops the thread and releases every waiting poll (they return GPUQ_EAGAIN);
+ * later calls are dropped. Call before stopping the HTTP server. */
+void dispatcher_stop(struct dispatcher *d);
+void dispatcher_destroy(struct dispatcher *d);
+
+void dispatcher_job_add(struct dispatcher *d, const struct job_rec *rec);
+void dispatcher_job_cancel(struct dispatcher *d, uint64_t job_id);
+void dispatcher_job_finished(struct dispatcher *d, uint64_t job_id, const char *worker_id,
+                             bool ok, int64_t load_ns, int64_t run_ns);
+/* The registry changed for this worker (registered, heartbeat). */
+void dispatcher_worker_update(struct dispatcher *d, const char *worker_id);
+/* The worker left (deregistered): placed jobs go back to the queue, running ones are re-queued. */
+void dispatcher_worker_remove(struct dispatcher *d, const char *worker_id);
+
+/* Blocks until the worker has an assignment (0, the job's record copied to out,
+ * caller frees out->params_json) or deadline_ns (monotonic) passes (GPUQ_EAGAIN). */
+int dispatcher_poll(struct dispatcher *d, const char *worker_id, int64_t deadline_ns,
+                    struct job_rec *out);
+
+/* Estimated GPU-seconds of the job on a nominal GPU (R7), from measured history. */
+double dispatcher_estimate_cost(struct dispatcher *d, const struct job_rec *rec);
+
+struct dispatch_stats {
+    struct sched_stats sched;
+    int ready_workers;
+    long long decisions;
+    double decision_us_last;
+};
+void dispatcher_get_stats(struct dispatcher *d, struct dispatch_stats *out);
+
+#endif

@@ -1,0 +1,301 @@
+/* jobs.c: the in-memory job table (see jobs.h): a chained hash on the id and a
+ * second one on (tenant, idempotency key). */
+#include "head/jobs.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/alloc.h"
+#include "store/store.h"
+
+struct idem_entry {
+    int64_t tenant_id;
+    uint64_t job_id;
+    struct idem_entry *next;
+    char key[REC_IDEM_MAX];
+};
+
+struct jobs {
+    pthread_mutex_t lock;
+    struct hjob **buckets;
+    size_t nbuckets, count;
+    struct idem_entry **ibuckets;
+    size_t nibuckets, icount;
+    uint64_t next_id;
+    bool stopping;
+};
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= UINT64_C(0xff51afd7ed558ccd);
+    x ^= x >> 33;
+    x *= UINT64_C(0xc4ceb9fe1a85ec53);
+    x ^= x >> 33;
+    return x;
+}
+
+static uint64_t idem_hash(int64_t tenant_id, const char *key)
+{
+    uint64_t h = UINT64_C(1469598103934665603) ^ (uint64_t)tenant_id;
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+        h = (h ^ *p) * UINT64_C(1099511628211);
+    return mix64(h);
+}
+
+struct jobs *jobs_create(void)
+{
+    struct jobs *t = xcalloc(1, sizeof *t);
+    pthread_mutex_init(&t->lock, NULL);
+    t->nbuckets = 1024;
+    t->buckets = xcalloc(t->nbuckets, sizeof *t->buckets);
+    t->nibuckets = 256;
+    t->ibuckets = xcalloc(t->nibuckets, sizeof *t->ibuckets);
+    t->next_id = 1;
+    return t;
+}
+
+static void free_job(struct hjob *j)
+{
+    job_rec_free_fields(&j->rec);
+    pthread_cond_destroy(&j->changed);
+    free(j);
+}
+
+void jobs_destroy(struct jobs *t)
+{
+    if (!t)
+        return;
+    for (size_t i = 0; i < t->nbuckets; i++) {
+        struct hjob *j = t->buckets[i], *next;
+        for (; j; j = next) {
+            next = j->next;
+            free_job(j);
+        }
+    }
+    for (size_t i = 0; i < t->nibuckets; i++) {
+        struct idem_entry *e = t->ibuckets[i], *next;
+        for (; e; e = next) {
+            next = e->next;
+            free(e);
+        }
+    }
+    free(t->buckets);
+    free(t->ibuckets);
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+}
+
+void jobs_lock(struct jobs *t)
+{
+    pthread_mutex_lock(&t->lock);
+}
+
+void jobs_unlock(struct jobs *t)
+{
+    pthread_mutex_unlock(&t->lock);
+}
+
+struct hjob *jobs_find(struct jobs *t, uint64_t id)
+{
+    for (struct hjob *j = t->buckets[mix64(id) & (t->nbuckets - 1)]; j; j = j->next)
+        if (j->rec.id == id)
+            return j;
+    return NULL;
+}
+
+struct hjob *jobs_find_idem(struct jobs *t, int64_t tenant_id, const char *key)
+{
+    uint64_t h = idem_hash(tenant_id, key) & (t->nibuckets - 1);
+    for (struct idem_entry *e = t->ibuckets[h]; e; e = e->next)
+        if (e->tenant_id == tenant_id && !strcmp(e->key, key))
+            return jobs_find(t, e->job_id);
+    return NULL;
+}
+
+static void grow(struct jobs *t)
+{
+    size_t n = t->nbuckets * 2;
+    struct hjob **b = xcalloc(n, sizeof *b);
+    for (size_t i = 0; i < t->nbuckets; i++) {
+        struct hjob *j = t->buckets[i], *next;
+        for (; j; j = next) {
+            next = j->next;
+            size_t h = mix64(j->rec.id) & (n - 1);
+            j->next = b[h];
+            b[h] = j;
+        }
+    }
+    free(t->buckets);
+    t->buckets = b;
+    t->nbuckets = n;
+}
+
+static void grow_idem(struct jobs *t)
+{
+    size_t n = t->nibuckets * 2;
+    struct idem_entry **b = xcalloc(n, sizeof *b);
+    for (size_t i = 0; i < t->nibuckets; i++) {
+        struct idem_entry *e = t->ibuckets[i], *next;
+        for (; e; e = next) {
+            next = e->next;
+            size_t h = idem_hash(e->tenant_id, e->key) & (n - 1);
+            e->next = b[h];
+            b[h] = e;
+        }
+    }
+    free(t->ibuckets);
+    t->ibuckets = b;
+    t->nibuckets = n;
+}
+
+struct hjob *jobs_insert(struct jobs *t, struct job_rec *rec)
+{
+    if (t->count + 1 > t->nbuckets)
+        grow(t);
+    struct hjob *j = xcalloc(1, sizeof *j);
+    j->rec = *rec;
+    rec->params_json = NULL;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&j->changed, &ca);
+    pthread_condattr_destroy(&ca);
+    size_t h = mix64(j->rec.id) & (t->nbuckets - 1);
+    j->next = t->buckets[h];
+    t->buckets[h] = j;
+    t->count++;
+    if (j->rec.idem_key[0]) {
+        if (t->icount + 1 > t->nibuckets)
+            grow_idem(t);
+        struct idem_entry *e = xcalloc(1, sizeof *e);
+        e->tenant_id = j->rec.tenant_id;
+        e->job_id = j->rec.id;
+        memcpy(e->key, j->rec.idem_key, sizeof e->key);
+        size_t ih = idem_hash(e->tenant_id, e->key) & (t->nibuckets - 1);
+        e->next = t->ibuckets[ih];
+        t->ibuckets[ih] = e;
+        t->icount++;
+    }
+    if (j->rec.id >= t->next_id)
+        t->next_id = j->rec.id + 1;
+    return j;
+}
+
+void jobs_changed(struct jobs *t, struct hjob *j)
+{
+    (void)t;
+    j->version++;
+    if (j->waiters)
+        pthread_cond_broadcast(&j->changed);
+}
+
+static struct timespec to_timespec(int64_t ns)
+{
+    struct timespec ts = {.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000};
+    return ts;
+}
+
+bool jobs_wait(struct jobs *t, struct hjob *j, uint64_t version, int64_t deadline_ns)
+{
+    struct timespec ts = to_timespec(deadline_ns);
+    j->waiters++;
+    while (j->version == version && !t->stopping) {
+        if (pthread_cond_timedwait(&j->changed, &t->lock, &ts) == ETIMEDOUT)
+            break;
+    }
+    j->waiters--;
+    return j->version != version;
+}
+
+static void unlink_idem(struct jobs *t, const struct hjob *j)
+{
+    size_t h = idem_hash(j->rec.tenant_id, j->rec.idem_key) & (t->nibuckets - 1);
+    for (struct idem_entry **pe = &t->ibuckets[h]; *pe; pe = &(*pe)->next) {
+        if ((*pe)->job_id == j->rec.id) {
+            struct idem_entry *e = *pe;
+            *pe = e->next;
+            free(e);
+            t->icount--;
+            return;
+        }
+    }
+}
+
+int jobs_sweep(struct jobs *t, int64_t cutoff_ms)
+{
+    int dropped = 0;
+    for (size_t i = 0; i < t->nbuckets; i++) {
+        for (struct hjob **pj = &t->buckets[i]; *pj;) {
+            struct hjob *j = *pj;
+            if (job_state_terminal(j->rec.state) && j->rec.finished_ms < cutoff_ms &&
+                j->waiters == 0) {
+                *pj = j->next;
+                if (j->rec.idem_key[0])
+                    unlink_idem(t, j);
+                free_job(j);
+                t->count--;
+                dropped++;
+            } else {
+                pj = &j->next;
+            }
+        }
+    }
+    return dropped;
+}
+
+void jobs_remove(struct jobs *t, struct hjob *j)
+{
+    for (struct hjob **pj = &t->buckets[mix64(j->rec.id) & (t->nbuckets - 1)]; *pj;
+         pj = &(*pj)->next) {
+        if (*pj == j) {
+            *pj = j->next;
+            if (j->rec.idem_key[0])
+                unlink_idem(t, j);
+            t->count--;
+            if (j->waiters) {
+                /* Someone waits on it (an idempotent replay): let them see it gone first. */
+                j->rec.state = JOB_FAILED;
+                j->version++;
+                pthread_cond_broadcast(&j->changed);
+                j->next = NULL;
+                return; /* leaked deliberately: rare, and waiters still hold it */
+            }
+            free_job(j);
+            return;
+        }
+    }
+}
+
+void jobs_shutdown(struct jobs *t)
+{
+    pthread_mutex_lock(&t->lock);
+    t->stopping = true;
+    for (size_t i = 0; i < t->nbuckets; i++)
+        for (struct hjob *j = t->buckets[i]; j; j = j->next)
+            if (j->waiters)
+                pthread_cond_broadcast(&j->changed);
+    pthread_mutex_unlock(&t->lock);
+}
+
+void jobs_count(struct jobs *t, int counts[5])
+{
+    memset(counts, 0, 5 * sizeof counts[0]);
+    for (size_t i = 0; i < t->nbuckets; i++)
+        for (struct hjob *j = t->buckets[i]; j; j = j->next)
+            if ((unsigned)j->rec.state < 5)
+                counts[j->rec.state]++;
+}
+
+void jobs_set_next_id(struct jobs *t, uint64_t next)
+{
+    if (next > t->next_id)
+        t->next_id = next;
+}
+
+uint64_t jobs_next_id(struct jobs *t)
+{
+    return t->next_id++;
+}

@@ -1,0 +1,66 @@
+/* jobs.h: the head's live table of jobs — the in-memory view of what the store
+ * has committed, with a condition per job that long-polls and event streams
+ * wait on. Jobs enter after their insert is durable; every change is applied
+ * here only after the store committed it.
+ *
+ * Ordering: a writer changes a job here and hands its new record to the
+ * committer while holding the table lock, so the store sees the changes in
+ * the order memory did; waiters are woken (jobs_changed) once the change is
+ * durable; the writer answers its caller after that too. A job inserted but
+ * not yet durable has committed == false and is invisible to readers.
+ *
+ * Locking: one mutex for the table. jobs_lock/jobs_unlock bracket any access
+ * to a struct hjob; a pointer from jobs_find is valid while the lock is held
+ * (memory is bounded by the retention sweep, which drops finished jobs
+ * nobody waits on). */
+#ifndef GPUQ_HEAD_JOBS_H
+#define GPUQ_HEAD_JOBS_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "store/records.h"
+
+struct hjob {
+    struct job_rec rec;
+    uint64_t version;       /* bumped on every change; waiters compare */
+    int waiters;            /* threads waiting on changed */
+    pthread_cond_t changed;
+    bool committed;         /* its insert is durable */
+    struct hjob *next;      /* hash chain */
+};
+
+struct jobs;
+
+struct jobs *jobs_create(void);
+void jobs_destroy(struct jobs *t);
+
+void jobs_lock(struct jobs *t);
+void jobs_unlock(struct jobs *t);
+
+/* With the lock held: */
+struct hjob *jobs_find(struct jobs *t, uint64_t id);
+/* Idempotency: the job of (tenant, key), or NULL. */
+struct hjob *jobs_find_idem(struct jobs *t, int64_t tenant_id, const char *key);
+/* Inserts a copy of rec (taking ownership of rec->params_json). */
+struct hjob *jobs_insert(struct jobs *t, struct job_rec *rec);
+/* Bumps the version and wakes waiters. */
+void jobs_changed(struct jobs *t, struct hjob *j);
+/* Waits until j's version differs from version or deadline (CLOCK_MONOTONIC ns)
+ * passes. Returns true if it changed. */
+bool jobs_wait(struct jobs *t, struct hjob *j, uint64_t version, int64_t deadline_ns);
+/* Removes a job whose insert failed to commit. */
+void jobs_remove(struct jobs *t, struct hjob *j);
+/* Drops finished jobs older than cutoff_ms that nobody waits on. Returns how many. */
+int jobs_sweep(struct jobs *t, int64_t cutoff_ms);
+/* Wakes every waiter for good: jobs_wait returns at once from now on. */
+void jobs_shutdown(struct jobs *t);
+/* Counts by state (array of 5). */
+void jobs_count(struct jobs *t, int counts[5]);
+
+/* Assigns job ids: ids are unique and increasing across restarts. */
+void jobs_set_next_id(struct jobs *t, uint64_t next);
+uint64_t jobs_next_id(struct jobs *t);
+
+#endif

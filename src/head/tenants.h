@@ -1,0 +1,26 @@
+/* tenants.h: who may call — tenants with their hashed API keys, and the
+ * hashed worker tokens of agents — held in memory after the store made them
+ * durable. Keys are looked up by their SHA-256; the keys themselves are
+ * never stored or logged. Thread-safe. */
+#ifndef GPUQ_HEAD_TENANTS_H
+#define GPUQ_HEAD_TENANTS_H
+
+#include <stdbool.h>
+
+#include "store/records.h"
+
+struct tenants;
+
+struct tenants *tenants_create(void);
+void tenants_destroy(struct tenants *t);
+void tenants_add(struct tenants *t, const struct tenant_rec *rec);
+void tenants_add_token(struct tenants *t, const struct token_rec *rec);
+/* By key hash; copies the tenant into out. */
+bool tenants_by_hash(struct tenants *t, const char *key_hash, struct tenant_rec *out);
+bool tenants_by_name(struct tenants *t, const char *name, struct tenant_rec *out);
+bool tenants_by_id(struct tenants *t, int64_t id, struct tenant_rec *out);
+bool tenants_token_ok(struct tenants *t, const char *token_hash);
+/* Copies up to max tenants into out; returns how many. */
+int tenants_list(struct tenants *t, struct tenant_rec *out, int max);
+
+#endif

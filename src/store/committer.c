@@ -1,0 +1,192 @@
+/* committer.c: the group-commit thread (see committer.h). */
+#include "store/committer.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "common/alloc.h"
+#include "common/err.h"
+#include "common/log.h"
+
+#define MOD "committer"
+#define MAX_BATCH 4096
+
+struct committer {
+    struct store *store;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t work;   /* signalled when ops arrive or on stop */
+    pthread_cond_t done;   /* broadcast after each batch */
+    struct commit_op *head, *tail;
+    bool stopping;
+    struct committer_stats stats;
+};
+
+/* Applies the batch in one transaction. Returns 0 when every op applied. */
+static int apply_all(struct committer *c, struct commit_op *batch, bool savepoints)
+{
+    struct store *s = c->store;
+    int err = s->ops->begin(s);
+    if (err)
+        return err;
+    for (struct commit_op *op = batch; op; op = op->next) {
+        if (!savepoints) {
+            op->rc = op->apply(s, op);
+            if (op->rc) {
+                s->ops->rollback(s);
+                return op->rc;
+            }
+            continue;
+        }
+        err = s->ops->savepoint(s);
+        if (err) {
+            s->ops->rollback(s);
+            return err;
+        }
+        op->rc = op->apply(s, op);
+        err = s->ops->release(s, op->rc == 0);
+        if (err) {
+            s->ops->rollback(s);
+            return err;
+        }
+    }
+    return s->ops->commit(s);
+}
+
+static void run_batch(struct committer *c, struct commit_op *batch, int n)
+{
+    int err = apply_all(c, batch, false);
+    if (err && err != GPUQ_EIO) {
+        /* One op refused its write (e.g. a unique key): redo with one savepoint per op so
+         * only that op fails. */
+        err = apply_all(c, batch, true);
+    }
+    pthread_mutex_lock(&c->lock);
+    c->stats.batches++;
+    c->stats.ops += n;
+    if (n > c->stats.max_batch)
+        c->stats.max_batch = n;
+    pthread_mutex_unlock(&c->lock);
+    if (err)
+        log_warn(MOD, "batch of %d operations failed: %s", n, gpuq_strerror(err));
+    struct commit_op *next;
+    for (struct commit_op *op = batch; op; op = next) {
+        next = op->next;
+        if (err)
+            op->rc = err;
+        if (op->rc) {
+            pthread_mutex_lock(&c->lock);
+            c->stats.failed_ops++;
+            pthread_mutex_unlock(&c->lock);
+        }
+        if (op->done) {
+            op->done(op, op->rc);
+        } else {
+            pthread_mutex_lock(&c->lock);
+            op->finished = true;
+            pthread_mutex_unlock(&c->lock);
+        }
+    }
+    pthread_mutex_lock(&c->lock);
+    pthread_cond_broadcast(&c->done);
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void *committer_main(void *arg)
+{
+    struct committer *c = arg;
+    pthread_mutex_lock(&c->lock);
+    for (;;) {
+        while (!c->head && !c->stopping)
+            pthread_cond_wait(&c->work, &c->lock);
+        if (!c->head && c->stopping)
+            break;
+        struct commit_op *batch = c->head, *last = batch;
+        int n = 1;
+        while (last->next && n < MAX_BATCH) {
+            last = last->next;
+            n++;
+        }
+        c->head = last->next;
+        if (!c->head)
+            c->tail = NULL;
+        last->next = NULL;
+        pthread_mutex_unlock(&c->lock);
+        run_batch(c, batch, n);
+        pthread_mutex_lock(&c->lock);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return NULL;
+}
+
+struct committer *committer_create(struct store *s)
+{
+    struct committer *c = xcalloc(1, sizeof *c);
+    c->store = s;
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->work, NULL);
+    pthread_cond_init(&c->done, NULL);
+    if (pthread_create(&c->thread, NULL, committer_main, c) != 0) {
+        log_error(MOD, "cannot start the committer thread");
+        abort();
+    }
+    return c;
+}
+
+void committer_destroy(struct committer *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->lock);
+    c->stopping = true;
+    pthread_cond_signal(&c->work);
+    pthread_mutex_unlock(&c->lock);
+    pthread_join(c->thread, NULL);
+    pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->work);
+    pthread_cond_destroy(&c->done);
+    free(c);
+}
+
+static void enqueue(struct committer *c, struct commit_op *op)
+{
+    op->next = NULL;
+    op->finished = false;
+    op->rc = 0;
+    if (c->tail)
+        c->tail->next = op;
+    else
+        c->head = op;
+    c->tail = op;
+    pthread_cond_signal(&c->work);
+}
+
+int committer_wait(struct committer *c, struct commit_op *op)
+{
+    pthread_mutex_lock(&c->lock);
+    while (!op->finished)
+        pthread_cond_wait(&c->done, &c->lock);
+    pthread_mutex_unlock(&c->lock);
+    return op->rc;
+}
+
+int committer_run(struct committer *c, struct commit_op *op)
+{
+    op->done = NULL;
+    committer_submit(c, op);
+    return committer_wait(c, op);
+}
+
+void committer_submit(struct committer *c, struct commit_op *op)
+{
+    pthread_mutex_lock(&c->lock);
+    enqueue(c, op);
+    pthread_mutex_unlock(&c->lock);
+}
+
+void committer_get_stats(struct committer *c, struct committer_stats *out)
+{
+    pthread_mutex_lock(&c->lock);
+    *out = c->stats;
+    pthread_mutex_unlock(&c->lock);
+}

@@ -1,0 +1,48 @@
+/* committer.h: group commit. Many writers hand the committer thread small
+ * operations; it applies every waiting operation in one transaction and one
+ * fsync, then releases them all. A lone operation commits at once; under
+ * load, batches grow while the previous fsync runs, so fsyncs per operation
+ * shrink. A 2xx that depends on an operation is sent only after it returns 0.
+ *
+ * An operation whose apply fails is undone alone (the batch is retried with
+ * one savepoint per operation) and reports its error; the others commit. */
+#ifndef GPUQ_STORE_COMMITTER_H
+#define GPUQ_STORE_COMMITTER_H
+
+#include <stdbool.h>
+
+#include "store/store.h"
+
+struct commit_op {
+    /* Writes this operation's rows; runs on the committer thread inside a transaction. */
+    int (*apply)(struct store *s, struct commit_op *op);
+    /* Async operations only: called on the committer thread after the commit (or failure).
+     * The op may be freed inside. NULL for operations waited on with committer_run. */
+    void (*done)(struct commit_op *op, int rc);
+    void *arg;
+    /* private */
+    int rc;
+    bool finished;
+    struct commit_op *next;
+};
+
+struct committer_stats {
+    long long batches, ops, failed_ops;
+    int max_batch;
+};
+
+struct committer;
+
+struct committer *committer_create(struct store *s);
+/* Commits what is pending, stops the thread, frees. The store stays open. */
+void committer_destroy(struct committer *c);
+/* Submits op and waits until it is durable (0) or failed (negative GPUQ_E*). */
+int committer_run(struct committer *c, struct commit_op *op);
+/* Submits op. With op->done set, done is called when it is durable or failed;
+ * with op->done NULL the submitter must call committer_wait. */
+void committer_submit(struct committer *c, struct commit_op *op);
+/* Waits for an op submitted with done == NULL; returns its result. */
+int committer_wait(struct committer *c, struct commit_op *op);
+void committer_get_stats(struct committer *c, struct committer_stats *out);
+
+#endif

@@ -1,0 +1,79 @@
+/* store.h: the durable store behind the head, as a table of operations so that
+ * a backend is one sibling file (store_sqlite.c now; PostgreSQL later).
+ *
+ * Threading: writes happen only on the committer thread (commit.h), inside
+ * store_begin/store_commit. Reads (store_job_list, store_result_get,
+ * store_job_get) may come from any thread; a backend serializes them on its
+ * own read connection. Durability: store_commit returns 0 only when the
+ * transaction is on stable storage (for SQLite: WAL + synchronous=FULL). */
+#ifndef GPUQ_STORE_H
+#define GPUQ_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/records.h"
+
+struct store;
+
+struct store_list_filter {
+    int64_t tenant_id;      /* required */
+    int state;              /* -1 = any */
+    const char *capability; /* NULL = any */
+    uint64_t before_id;     /* 0 = from the newest */
+    int limit;
+};
+
+typedef void (*store_job_cb)(void *arg, struct job_rec *job); /* callee owns job->params_json */
+typedef void (*store_tenant_cb)(void *arg, const struct tenant_rec *t);
+typedef void (*store_token_cb)(void *arg, const struct token_rec *t);
+
+struct store_ops {
+    const char *name;
+    void (*close)(struct store *s);
+    int (*begin)(struct store *s);
+    int (*commit)(struct store *s);
+    int (*rollback)(struct store *s);
+    int (*savepoint)(struct store *s);
+    int (*release)(struct store *s, int ok); /* ok: keep the op's writes; else undo them */
+    int (*job_insert)(struct store *s, const struct job_rec *j);
+    int (*job_update)(struct store *s, const struct job_rec *j);
+    int (*result_put)(struct store *s, uint64_t job_id, const char *type, const void *data,
+                      size_t len);
+    int (*result_get)(struct store *s, uint64_t job_id, char *type, size_t type_size,
+                      void **data, size_t *len);
+    int (*tenant_insert)(struct store *s, struct tenant_rec *t); /* sets t->id */
+    int (*token_insert)(struct store *s, struct token_rec *t);
+    int (*load_tenants)(struct store *s, store_tenant_cb cb, void *arg);
+    int (*load_tokens)(struct store *s, store_token_cb cb, void *arg);
+    /* Jobs not terminal, and terminal ones finished at or after since_ms. */
+    int (*load_jobs)(struct store *s, int64_t since_ms, store_job_cb cb, void *arg);
+    int (*job_get)(struct store *s, uint64_t id, struct job_rec *out);
+    int (*job_list)(struct store *s, const struct store_list_filter *f, store_job_cb cb,
+                    void *arg);
+    int (*max_job_id)(struct store *s, uint64_t *out);
+    /* Drop results of jobs finished before cutoff_ms. */
+    int (*prune_results)(struct store *s, int64_t cutoff_ms);
+};
+
+struct store {
+    const struct store_ops *ops;
+};
+
+struct store_sqlite_options {
+    const char *path;
+    int synchronous_full; /* 1: FULL (default, durable); 0: NORMAL */
+};
+
+/* store_sqlite_open opens (creating and migrating) the SQLite store. On error
+ * returns GPUQ_EIO with a message in err. */
+int store_sqlite_open(const struct store_sqlite_options *opt, struct store **out, char *err,
+                      size_t errlen);
+
+/* Thin inline wrappers so callers read naturally. */
+static inline void store_close(struct store *s) { s->ops->close(s); }
+
+/* job_rec_free_fields frees what a job record owns (params_json). */
+void job_rec_free_fields(struct job_rec *j);
+
+#endif

@@ -1,0 +1,631 @@
+/* store_sqlite.c: the embedded SQLite store (default backend). WAL mode with
+ * synchronous=FULL: a committed transaction survives power loss. Writes use
+ * one connection (the committer's); reads use a second connection behind a
+ * mutex, so readers never see uncommitted state and never block the writer.
+ * Schema migrations are versioned with PRAGMA user_version. */
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "store/store.h"
+
+#define MOD "store"
+
+/* Migration N brings the schema from user_version N to N+1. Never edit a
+ * shipped migration; append a new one. */
+static const char *const migrations[] = {
+    "CREATE TABLE tenants(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,"
+    " tier INTEGER NOT NULL, key_hash TEXT NOT NULL UNIQUE, created_ms INTEGER NOT NULL);"
+    "CREATE TABLE worker_tokens(id INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+    " token_hash TEXT NOT NULL UNIQUE, created_ms INTEGER NOT NULL);"
+    "CREATE TABLE jobs(id INTEGER PRIMARY KEY, tenant_id INTEGER NOT NULL,"
+    " capability TEXT NOT NULL, model TEXT NOT NULL, params TEXT NOT NULL,"
+    " width INTEGER, height INTEGER, steps INTEGER, frames INTEGER, lane INTEGER,"
+    " tier INTEGER, idem_key TEXT NOT NULL, body_hash TEXT NOT NULL, deadline_ms INTEGER,"
+    " state INTEGER NOT NULL, phase INTEGER, progress REAL, attempt INTEGER,"
+    " worker_id TEXT, exclude_worker TEXT, cost_s REAL, error_class TEXT, error_message TEXT,"
+    " result_type TEXT, result_bytes INTEGER, created_ms INTEGER, started_ms INTEGER,"
+    " finished_ms INTEGER, eta_start_ms INTEGER, eta_finish_ms INTEGER);"
+    "CREATE UNIQUE INDEX jobs_idem ON jobs(tenant_id, idem_key) WHERE idem_key <> '';"
+    "CREATE INDEX jobs_tenant ON jobs(tenant_id, id);"
+    "CREATE INDEX jobs_live ON jobs(state) WHERE state < 2;"
+    "CREATE TABLE results(job_id INTEGER PRIMARY KEY, content_type TEXT NOT NULL,"
+    " data BLOB NOT NULL, finished_ms INTEGER NOT NULL);",
+};
+
+#define JOB_COLS                                                                              \
+    "id, tenant_id, capability, model, params, width, height, steps, frames, lane, tier,"   \
+    " idem_key, body_hash, deadline_ms, state, phase, progress, attempt, worker_id,"         \
+    " exclude_worker, cost_s, error_class, error_message, result_type, result_bytes,"        \
+    " created_ms, started_ms, finished_ms, eta_start_ms, eta_finish_ms"
+#define JOB_NCOLS 30
+
+enum stmt_id {
+    ST_BEGIN,
+    ST_COMMIT,
+    ST_ROLLBACK,
+    ST_SAVEPOINT,
+    ST_RELEASE,
+    ST_ROLLBACK_TO,
+    ST_JOB_INSERT,
+    ST_JOB_UPDATE,
+    ST_RESULT_PUT,
+    ST_TENANT_INSERT,
+    ST_TOKEN_INSERT,
+    ST_COUNT
+};
+
+static const char *const stmt_sql[ST_COUNT] = {
+    [ST_BEGIN] = "BEGIN IMMEDIATE",
+    [ST_COMMIT] = "COMMIT",
+    [ST_ROLLBACK] = "ROLLBACK",
+    [ST_SAVEPOINT] = "SAVEPOINT op",
+    [ST_RELEASE] = "RELEASE op",
+    [ST_ROLLBACK_TO] = "ROLLBACK TO op",
+    [ST_JOB_INSERT] = "INSERT INTO jobs(" JOB_COLS ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
+                      "?,?,?,?,?,?,?,?,?,?,?,?)",
+    [ST_JOB_UPDATE] = "UPDATE jobs SET state=?2, phase=?3, progress=?4, attempt=?5, worker_id=?6,"
+                      " exclude_worker=?7, error_class=?8, error_message=?9, result_type=?10,"
+                      " result_bytes=?11, started_ms=?12, finished_ms=?13, eta_start_ms=?14,"
+                      " eta_finish_ms=?15 WHERE id=?1",
+    [ST_RESULT_PUT] = "INSERT OR REPLACE INTO results(job_id, content_type, data, finished_ms)"
+                      " VALUES (?,?,?,?)",
+    [ST_TENANT_INSERT] = "INSERT INTO tenants(name, tier, key_hash, created_ms) VALUES (?,?,?,?)",
+    [ST_TOKEN_INSERT] = "INSERT INTO worker_tokens(name, token_hash, created_ms) VALUES (?,?,?)",
+};
+
+struct store_sqlite {
+    struct store base;
+    sqlite3 *wdb;                 /* committer thread only */
+    sqlite3_stmt *st[ST_COUNT];
+    sqlite3 *rdb;                 /* readers, serialized by rlock */
+    pthread_mutex_t rlock;
+};
+
+static struct store_sqlite *ss(struct store *s)
+{
+    return (struct store_sqlite *)s;
+}
+
+/* Maps a SQLite result to a project error; fsync failures are fatal (DESIGN.md). */
+static int map_rc(sqlite3 *db, int rc, const char *what)
+{
+    if (rc == SQLITE_OK || rc == SQLITE_DONE || rc == SQLITE_ROW)
+        return 0;
+    int ext = sqlite3_extended_errcode(db);
+    if (ext == SQLITE_IOERR_FSYNC || ext == SQLITE_IOERR_DIR_FSYNC) {
+        log_error(MOD, "%s: fsync failed (%s); stopping to keep the store honest", what,
+                  sqlite3_errmsg(db));
+        abort();
+    }
+    if ((rc & 0xff) == SQLITE_CONSTRAINT)
+        return GPUQ_EEXIST;
+    log_warn(MOD, "%s: %s", what, sqlite3_errmsg(db));
+    return GPUQ_EIO;
+}
+
+static int step_reset(struct store_sqlite *s, enum stmt_id id)
+{
+    sqlite3_stmt *st = s->st[id];
+    int rc = sqlite3_step(st);
+    int err = map_rc(s->wdb, rc, stmt_sql[id]);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return err;
+}
+
+static int sq_begin(struct store *s)
+{
+    return step_reset(ss(s), ST_BEGIN);
+}
+
+static int sq_commit(struct store *s)
+{
+    struct store_sqlite *q = ss(s);
+    int err = step_reset(q, ST_COMMIT);
+    if (err && sqlite3_get_autocommit(q->wdb) == 0)
+        step_reset(q, ST_ROLLBACK);
+    return err;
+}
+
+static int sq_rollback(struct store *s)
+{
+    struct store_sqlite *q = ss(s);
+    if (sqlite3_get_autocommit(q->wdb))
+        return 0;
+    return step_reset(q, ST_ROLLBACK);
+}
+
+static int sq_savepoint(struct store *s)
+{
+    return step_reset(ss(s), ST_SAVEPOINT);
+}
+
+static int sq_release(struct store *s, int ok)
+{
+    struct store_sqlite *q = ss(s);
+    if (!ok) {
+        int err = step_reset(q, ST_ROLLBACK_TO);
+        if (err)
+            return err;
+    }
+    return step_reset(q, ST_RELEASE);
+}
+
+static void bind_text(sqlite3_stmt *st, int i, const char *v)
+{
+    sqlite3_bind_text(st, i, v ? v : "", -1, SQLITE_TRANSIENT);
+}
+
+static void bind_opt_ms(sqlite3_stmt *st, int i, int64_t v)
+{
+    if (v)
+        sqlite3_bind_int64(st, i, v);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+static int sq_job_insert(struct store *s, const struct job_rec *j)
+{
+    struct store_sqlite *q = ss(s);
+    sqlite3_stmt *st = q->st[ST_JOB_INSERT];
+    int i = 1;
+    sqlite3_bind_int64(st, i++, (sqlite3_int64)j->id);
+    sqlite3_bind_int64(st, i++, j->tenant_id);
+    bind_text(st, i++, j->capability);
+    bind_text(st, i++, j->model);
+    bind_text(st, i++, j->params_json ? j->params_json : "{}");
+    sqlite3_bind_int(st, i++, (int)j->width);
+    sqlite3_bind_int(st, i++, (int)j->height);
+    sqlite3_bind_int(st, i++, (int)j->steps);
+    sqlite3_bind_int(st, i++, (int)j->frames);
+    sqlite3_bind_int(st, i++, j->lane);
+    sqlite3_bind_int(st, i++, j->tier);
+    bind_text(st, i++, j->idem_key);
+    bind_text(st, i++, j->body_hash);
+    sqlite3_bind_int64(st, i++, j->deadline_ms);
+    sqlite3_bind_int(st, i++, j->state);
+    sqlite3_bind_int(st, i++, j->phase);
+    sqlite3_bind_double(st, i++, j->progress);
+    sqlite3_bind_int(st, i++, j->attempt);
+    bind_text(st, i++, j->worker_id);
+    bind_text(st, i++, j->exclude_worker);
+    sqlite3_bind_double(st, i++, j->cost_s);
+    bind_text(st, i++, j->error_class);
+    bind_text(st, i++, j->error_message);
+    bind_text(st, i++, j->result_type);
+    sqlite3_bind_int64(st, i++, j->result_bytes);
+    sqlite3_bind_int64(st, i++, j->created_ms);
+    bind_opt_ms(st, i++, j->started_ms);
+    bind_opt_ms(st, i++, j->finished_ms);
+    sqlite3_bind_int64(st, i++, j->eta_start_ms);
+    sqlite3_bind_int64(st, i++, j->eta_finish_ms);
+    return step_reset(q, ST_JOB_INSERT);
+}
+
+static int sq_job_update(struct store *s, const struct job_rec *j)
+{
+    struct store_sqlite *q = ss(s);
+    sqlite3_stmt *st = q->st[ST_JOB_UPDATE];
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)j->id);
+    sqlite3_bind_int(st, 2, j->state);
+    sqlite3_bind_int(st, 3, j->phase);
+    sqlite3_bind_double(st, 4, j->progress);
+    sqlite3_bind_int(st, 5, j->attempt);
+    bind_text(st, 6, j->worker_id);
+    bind_text(st, 7, j->exclude_worker);
+    bind_text(st, 8, j->error_class);
+    bind_text(st, 9, j->error_message);
+    bind_text(st, 10, j->result_type);
+    sqlite3_bind_int64(st, 11, j->result_bytes);
+    bind_opt_ms(st, 12, j->started_ms);
+    bind_opt_ms(st, 13, j->finished_ms);
+    sqlite3_bind_int64(st, 14, j->eta_start_ms);
+    sqlite3_bind_int64(st, 15, j->eta_finish_ms);
+    int err = step_reset(q, ST_JOB_UPDATE);
+    if (!err && sqlite3_changes(q->wdb) == 0)
+        return GPUQ_ENOENT;
+    return err;
+}
+
+static int sq_result_put(struct store *s, uint64_t job_id, const char *type, const void *data,
+                         size_t len)
+{
+    struct store_sqlite *q = ss(s);
+    sqlite3_stmt *st = q->st[ST_RESULT_PUT];
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)job_id);
+    bind_text(st, 2, type);
+    sqlite3_bind_blob64(st, 3, data ? data : "", len, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, 0);
+    return step_reset(q, ST_RESULT_PUT);
+}
+
+static int sq_tenant_insert(struct store *s, struct tenant_rec *t)
+{
+    struct store_sqlite *q = ss(s);
+    sqlite3_stmt *st = q->st[ST_TENANT_INSERT];
+    bind_text(st, 1, t->name);
+    sqlite3_bind_int(st, 2, t->tier);
+    bind_text(st, 3, t->key_hash);
+    sqlite3_bind_int64(st, 4, t->created_ms);
+    int err = step_reset(q, ST_TENANT_INSERT);
+    if (!err)
+        t->id = sqlite3_last_insert_rowid(q->wdb);
+    return err;
+}
+
+static int sq_token_insert(struct store *s, struct token_rec *t)
+{
+    struct store_sqlite *q = ss(s);
+    sqlite3_stmt *st = q->st[ST_TOKEN_INSERT];
+    bind_text(st, 1, t->name);
+    bind_text(st, 2, t->token_hash);
+    sqlite3_bind_int64(st, 3, t->created_ms);
+    int err = step_reset(q, ST_TOKEN_INSERT);
+    if (!err)
+        t->id = sqlite3_last_insert_rowid(q->wdb);
+    return err;
+}
+
+static void copy_col(sqlite3_stmt *st, int i, char *dst, size_t size)
+{
+    const unsigned char *v = sqlite3_column_text(st, i);
+    snprintf(dst, size, "%s", v ? (const char *)v : "");
+}
+
+static void row_to_job(sqlite3_stmt *st, struct job_rec *j)
+{
+    memset(j, 0, sizeof *j);
+    int i = 0;
+    j->id = (uint64_t)sqlite3_column_int64(st, i++);
+    j->tenant_id = sqlite3_column_int64(st, i++);
+    copy_col(st, i++, j->capability, sizeof j->capability);
+    copy_col(st, i++, j->model, sizeof j->model);
+    const unsigned char *params = sqlite3_column_text(st, i++);
+    j->params_json = xstrdup(params ? (const char *)params : "{}");
+    j->width = (uint32_t)sqlite3_column_int(st, i++);
+    j->height = (uint32_t)sqlite3_column_int(st, i++);
+    j->steps = (uint32_t)sqlite3_column_int(st, i++);
+    j->frames = (uint32_t)sqlite3_column_int(st, i++);
+    j->lane = (enum job_lane)sqlite3_column_int(st, i++);
+    j->tier = (enum job_tier)sqlite3_column_int(st, i++);
+    copy_col(st, i++, j->idem_key, sizeof j->idem_key);
+    copy_col(st, i++, j->body_hash, sizeof j->body_hash);
+    j->deadline_ms = sqlite3_column_int64(st, i++);
+    j->state = (enum job_state)sqlite3_column_int(st, i++);
+    j->phase = (enum job_phase)sqlite3_column_int(st, i++);
+    j->progress = sqlite3_column_double(st, i++);
+    j->attempt = sqlite3_column_int(st, i++);
+    copy_col(st, i++, j->worker_id, sizeof j->worker_id);
+    copy_col(st, i++, j->exclude_worker, sizeof j->exclude_worker);
+    j->cost_s = sqlite3_column_double(st, i++);
+    copy_col(st, i++, j->error_class, sizeof j->error_class);
+    copy_col(st, i++, j->error_message, sizeof j->error_message);
+    copy_col(st, i++, j->result_type, sizeof j->result_type);
+    j->result_bytes = sqlite3_column_int64(st, i++);
+    j->created_ms = sqlite3_column_int64(st, i++);
+    j->started_ms = sqlite3_column_int64(st, i++);
+    j->finished_ms = sqlite3_column_int64(st, i++);
+    j->eta_start_ms = sqlite3_column_int64(st, i++);
+    j->eta_finish_ms = sqlite3_column_int64(st, i++);
+}
+
+/* Runs a read query on the read connection; bind() binds parameters, row() sees each row. */
+static int read_query(struct store_sqlite *q, const char *sql,
+                      void (*bind)(sqlite3_stmt *st, const void *arg), const void *barg,
+                      void (*row)(sqlite3_stmt *st, void *arg), void *rarg)
+{
+    pthread_mutex_lock(&q->rlock);
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(q->rdb, sql, -1, &st, NULL);
+    int err = map_rc(q->rdb, rc, sql);
+    if (!err) {
+        if (bind)
+            bind(st, barg);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+            row(st, rarg);
+        err = map_rc(q->rdb, rc, sql);
+    }
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&q->rlock);
+    return err;
+}
+
+struct cb_pair {
+    void *cb;
+    void *arg;
+    int count;
+};
+
+static void tenant_row(sqlite3_stmt *st, void *arg)
+{
+    struct cb_pair *p = arg;
+    struct tenant_rec t = {0};
+    t.id = sqlite3_column_int64(st, 0);
+    copy_col(st, 1, t.name, sizeof t.name);
+    t.tier = (enum job_tier)sqlite3_column_int(st, 2);
+    copy_col(st, 3, t.key_hash, sizeof t.key_hash);
+    t.created_ms = sqlite3_column_int64(st, 4);
+    ((store_tenant_cb)p->cb)(p->arg, &t);
+}
+
+static int sq_load_tenants(struct store *s, store_tenant_cb cb, void *arg)
+{
+    struct cb_pair p = {(void *)cb, arg, 0};
+    return read_query(ss(s), "SELECT id, name, tier, key_hash, created_ms FROM tenants ORDER BY id",
+                      NULL, NULL, tenant_row, &p);
+}
+
+static void token_row(sqlite3_stmt *st, void *arg)
+{
+    struct cb_pair *p = arg;
+    struct token_rec t = {0};
+    t.id = sqlite3_column_int64(st, 0);
+    copy_col(st, 1, t.name, sizeof t.name);
+    copy_col(st, 2, t.token_hash, sizeof t.token_hash);
+    t.created_ms = sqlite3_column_int64(st, 3);
+    ((store_token_cb)p->cb)(p->arg, &t);
+}
+
+static int sq_load_tokens(struct store *s, store_token_cb cb, void *arg)
+{
+    struct cb_pair p = {(void *)cb, arg, 0};
+    return read_query(ss(s), "SELECT id, name, token_hash, created_ms FROM worker_tokens ORDER BY id",
+                      NULL, NULL, token_row, &p);
+}
+
+static void job_row(sqlite3_stmt *st, void *arg)
+{
+    struct cb_pair *p = arg;
+    struct job_rec j;
+    row_to_job(st, &j);
+    p->count++;
+    ((store_job_cb)p->cb)(p->arg, &j);
+}
+
+static void bind_since(sqlite3_stmt *st, const void *arg)
+{
+    sqlite3_bind_int64(st, 1, *(const int64_t *)arg);
+}
+
+static int sq_load_jobs(struct store *s, int64_t since_ms, store_job_cb cb, void *arg)
+{
+    struct cb_pair p = {(void *)cb, arg, 0};
+    return read_query(ss(s),
+                      "SELECT " JOB_COLS " FROM jobs WHERE state < 2 UNION ALL SELECT " JOB_COLS
+                      " FROM jobs WHERE state >= 2 AND finished_ms >= ?1 ORDER BY id",
+                      bind_since, &since_ms, job_row, &p);
+}
+
+struct one_job {
+    struct job_rec *out;
+    int found;
+};
+
+static void one_job_row(sqlite3_stmt *st, void *arg)
+{
+    struct one_job *o = arg;
+    row_to_job(st, o->out);
+    o->found = 1;
+}
+
+static void bind_id(sqlite3_stmt *st, const void *arg)
+{
+    sqlite3_bind_int64(st, 1, (sqlite3_int64) * (const uint64_t *)arg);
+}
+
+static int sq_job_get(struct store *s, uint64_t id, struct job_rec *out)
+{
+    struct one_job o = {out, 0};
+    int err = read_query(ss(s), "SELECT " JOB_COLS " FROM jobs WHERE id = ?1", bind_id, &id,
+                         one_job_row, &o);
+    if (err)
+        return err;
+    return o.found ? 0 : GPUQ_ENOENT;
+}
+
+static void bind_filter(sqlite3_stmt *st, const void *arg)
+{
+    const struct store_list_filter *f = arg;
+    sqlite3_bind_int64(st, 1, f->tenant_id);
+    sqlite3_bind_int64(st, 2, f->before_id ? (sqlite3_int64)f->before_id : INT64_MAX);
+    sqlite3_bind_int(st, 3, f->state);
+    if (f->capability)
+        sqlite3_bind_text(st, 4, f->capability, -1, SQLITE_TRANSIENT);
+    else
+        sqlite3_bind_null(st, 4);
+    sqlite3_bind_int(st, 5, f->limit);
+}
+
+static int sq_job_list(struct store *s, const struct store_list_filter *f, store_job_cb cb,
+                       void *arg)
+{
+    struct cb_pair p = {(void *)cb, arg, 0};
+    return read_query(ss(s),
+                      "SELECT " JOB_COLS " FROM jobs WHERE tenant_id = ?1 AND id < ?2"
+                      " AND (?3 < 0 OR state = ?3) AND (?4 IS NULL OR capability = ?4)"
+                      " ORDER BY id DESC LIMIT ?5",
+                      bind_filter, f, job_row, &p);
+}
+
+static void max_id_row(sqlite3_stmt *st, void *arg)
+{
+    *(uint64_t *)arg = (uint64_t)sqlite3_column_int64(st, 0);
+}
+
+static int sq_max_job_id(struct store *s, uint64_t *out)
+{
+    *out = 0;
+    return read_query(ss(s), "SELECT COALESCE(MAX(id), 0) FROM jobs", NULL, NULL, max_id_row,
+                      out);
+}
+
+struct result_out {
+    char *type;
+    size_t type_size;
+    void *data;
+    size_t len;
+    int found;
+};
+
+static void result_row(sqlite3_stmt *st, void *arg)
+{
+    struct result_out *r = arg;
+    copy_col(st, 0, r->type, r->type_size);
+    int n = sqlite3_column_bytes(st, 1);
+    r->data = xmalloc((size_t)n);
+    if (n)
+        memcpy(r->data, sqlite3_column_blob(st, 1), (size_t)n);
+    r->len = (size_t)n;
+    r->found = 1;
+}
+
+static int sq_result_get(struct store *s, uint64_t job_id, char *type, size_t type_size,
+                         void **data, size_t *len)
+{
+    struct result_out r = {type, type_size, NULL, 0, 0};
+    int err = read_query(ss(s), "SELECT content_type, data FROM results WHERE job_id = ?1",
+                         bind_id, &job_id, result_row, &r);
+    if (err)
+        return err;
+    if (!r.found)
+        return GPUQ_ENOENT;
+    *data = r.data;
+    *len = r.len;
+    return 0;
+}
+
+static int sq_prune_results(struct store *s, int64_t cutoff_ms)
+{
+    struct store_sqlite *q = ss(s);
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(q->wdb,
+                                "DELETE FROM results WHERE job_id IN (SELECT id FROM jobs WHERE"
+                                " state >= 2 AND finished_ms < ?1)",
+                                -1, &st, NULL);
+    int err = map_rc(q->wdb, rc, "prune");
+    if (!err) {
+        sqlite3_bind_int64(st, 1, cutoff_ms);
+        err = map_rc(q->wdb, sqlite3_step(st), "prune");
+    }
+    sqlite3_finalize(st);
+    return err;
+}
+
+static void sq_close(struct store *s)
+{
+    struct store_sqlite *q = ss(s);
+    for (int i = 0; i < ST_COUNT; i++)
+        sqlite3_finalize(q->st[i]);
+    sqlite3_close(q->wdb);
+    sqlite3_close(q->rdb);
+    pthread_mutex_destroy(&q->rlock);
+    free(q);
+}
+
+static const struct store_ops sqlite_ops = {
+    .name = "sqlite",
+    .close = sq_close,
+    .begin = sq_begin,
+    .commit = sq_commit,
+    .rollback = sq_rollback,
+    .savepoint = sq_savepoint,
+    .release = sq_release,
+    .job_insert = sq_job_insert,
+    .job_update = sq_job_update,
+    .result_put = sq_result_put,
+    .result_get = sq_result_get,
+    .tenant_insert = sq_tenant_insert,
+    .token_insert = sq_token_insert,
+    .load_tenants = sq_load_tenants,
+    .load_tokens = sq_load_tokens,
+    .load_jobs = sq_load_jobs,
+    .job_get = sq_job_get,
+    .job_list = sq_job_list,
+    .max_job_id = sq_max_job_id,
+    .prune_results = sq_prune_results,
+};
+
+static int exec(sqlite3 *db, const char *sql, char *err, size_t errlen)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        snprintf(err, errlen, "%s: %s", sql, msg ? msg : "error");
+        sqlite3_free(msg);
+        return GPUQ_EIO;
+    }
+    return 0;
+}
+
+static int migrate(sqlite3 *db, char *err, size_t errlen)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "reading schema version: %s", sqlite3_errmsg(db));
+        return GPUQ_EIO;
+    }
+    int version = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+    sqlite3_finalize(st);
+    int target = (int)(sizeof migrations / sizeof migrations[0]);
+    if (version > target) {
+        snprintf(err, errlen, "store schema version %d is newer than this gpuqd (%d)", version,
+                 target);
+        return GPUQ_EIO;
+    }
+    for (int v = version; v < target; v++) {
+        char sql[64];
+        snprintf(sql, sizeof sql, "PRAGMA user_version = %d", v + 1);
+        if (exec(db, "BEGIN IMMEDIATE", err, errlen) || exec(db, migrations[v], err, errlen) ||
+            exec(db, sql, err, errlen) || exec(db, "COMMIT", err, errlen)) {
+            sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+            return GPUQ_EIO;
+        }
+        log_info(MOD, "store schema migrated to version %d", v + 1);
+    }
+    return 0;
+}
+
+static int open_conn(const char *path, sqlite3 **out, char *err, size_t errlen)
+{
+    int rc = sqlite3_open_v2(path, out, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                                            SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        snprintf(err, errlen, "opening %s: %s", path, *out ? sqlite3_errmsg(*out) : "no memory");
+        return GPUQ_EIO;
+    }
+    sqlite3_busy_timeout(*out, 5000);
+    return 0;
+}
+
+int store_sqlite_open(const struct store_sqlite_options *opt, struct store **out, char *err,
+                      size_t errlen)
+{
+    struct store_sqlite *q = xcalloc(1, sizeof *q);
+    q->base.ops = &sqlite_ops;
+    pthread_mutex_init(&q->rlock, NULL);
+    char pragmas[256];
+    snprintf(pragmas, sizeof pragmas,
+             "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s; PRAGMA foreign_keys=OFF;"
+             " PRAGMA wal_autocheckpoint=4000;",
+             opt->synchronous_full ? "FULL" : "NORMAL");
+    if (open_conn(opt->path, &q->wdb, err, errlen) || exec(q->wdb, pragmas, err, errlen) ||
+        migrate(q->wdb, err, errlen) || open_conn(opt->path, &q->rdb, err, errlen))
+        goto fail;
+    for (int i = 0; i < ST_COUNT; i++) {
+        if (sqlite3_prepare_v3(q->wdb, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &q->st[i],
+                               NULL) != SQLITE_OK) {
+            snprintf(err, errlen, "preparing %s: %s", stmt_sql[i], sqlite3_errmsg(q->wdb));
+            goto fail;
+        }
+    }
+    *out = &q->base;
+    return 0;
+fail:
+    sq_close(&q->base);
+    return GPUQ_EIO;
+}
