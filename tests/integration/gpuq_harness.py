@@ -214,3 +214,91 @@ def stop_proc(proc, timeout=20):
         proc.kill()
         proc.wait(timeout=10)
     return proc.returncode
+
+
+def tiny_png(width=8, height=8, seed=1):
+    """A small valid PNG with varied pixels (zlib + CRC from the standard library)."""
+    import struct
+    import zlib
+    rows = b""
+    for y in range(height):
+        rows += b"\x00" + bytes(((x * 31 + y * 17 + seed * 7) % 256) for x in range(width * 3))
+
+    def chunk(kind, data):
+        c = struct.pack(">I", len(data)) + kind + data
+        return c + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(rows))
+            + chunk(b"IEND", b""))
+
+
+class FakeWorker:
+    """Speaks the worker protocol (docs/protocol-worker.md) from Python, so head
+    tests can drive assignments without the agent."""
+
+    def __init__(self, head, token, worker_id="fake-gpu0", capabilities=("image.fast",),
+                 models=None, vram_mb=32000, concurrency=1):
+        self.c = Client(head.url, token)
+        self.id = worker_id
+        self.caps = list(capabilities)
+        self.models = models if models is not None else [
+            {"name": "image-v2", "vram_mb": 22000, "load_ms": 4800, "class": "generation",
+             "pinned": True, "loaded": True}]
+        self.vram_mb = vram_mb
+        self.concurrency = concurrency
+
+    def register(self):
+        r = self.c.post("/v1/agent/register", {
+            "protocol": 1, "worker_id": self.id, "host": "testhost",
+            "gpu": {"index": 0, "name": "Fake GPU", "uuid": "GPU-" + self.id,
+                    "vram_total_mb": self.vram_mb},
+            "capabilities": self.caps, "concurrency": self.concurrency,
+            "models": self.models})
+        assert r.status == 200, r
+        return r.json()
+
+    def heartbeat(self, state="ready", running=(), temp_c=50.0):
+        loaded = [{"name": m["name"], "vram_mb": m["vram_mb"], "pinned": m.get("pinned", False),
+                   "last_used_ms_ago": 0} for m in self.models if m.get("loaded")]
+        used = sum(m["vram_mb"] for m in loaded)
+        r = self.c.post("/v1/agent/heartbeat", {
+            "protocol": 1, "worker_id": self.id, "state": state,
+            "telemetry": {"temp_c": temp_c, "vram_total_mb": self.vram_mb, "vram_used_mb": used,
+                          "vram_free_mb": self.vram_mb - used, "util_pct": 10, "power_w": 100,
+                          "throttle_reasons": [], "health": "ok"},
+            "loaded_models": loaded,
+            "running": [{"job_id": str(j), "attempt": a} for j, a in running]})
+        return r
+
+    def start(self):
+        self.register()
+        r = self.heartbeat()
+        assert r.status == 200, r
+        return self
+
+    def poll(self, wait=5):
+        r = self.c.get(f"/v1/agent/assignments?worker_id={self.id}&wait={wait}")
+        if r.status == 204:
+            return None
+        assert r.status == 200, r
+        return r.json()["assignments"][0]
+
+    def complete(self, a, data=None, content_type="image/png", attempt=None):
+        att = a["attempt"] if attempt is None else attempt
+        return self.c.request(
+            "POST",
+            f"/v1/agent/jobs/{a['job_id']}/complete?worker_id={self.id}&attempt={att}"
+            f"&load_ms=0&run_ms=10",
+            body=tiny_png() if data is None else data, raw=True,
+            headers={"Content-Type": content_type})
+
+    def fail(self, a, cls="oom", message="out of memory"):
+        return self.c.post(f"/v1/agent/jobs/{a['job_id']}/fail", {
+            "protocol": 1, "worker_id": self.id, "attempt": a["attempt"], "class": cls,
+            "message": message})
+
+    def progress(self, a, phase="generating", progress=0.5):
+        return self.c.post(f"/v1/agent/jobs/{a['job_id']}/progress", {
+            "protocol": 1, "worker_id": self.id, "attempt": a["attempt"], "phase": phase,
+            "progress": progress})
