@@ -250,7 +250,10 @@ static void hang_now(void)
 static void emit_garbage(const char *id)
 {
     fputs("this is not json\n", stdout);
-    fputs("{\"type\":\"result\",\"id\":\"no-such-job\",\"outputs\":[]}\n", stdout);
+    fputs("{\"type\":\"result\",\"id\":\"no-such-job\",\"outputs\":[{\"path\":\"/etc/passwd\","
+          "\"content_type\":\"image/png\"}]}\n",
+          stdout);
+    fprintf(stdout, "{\"type\":\"result\",\"id\":\"%s\",\"outputs\":[]}\n", id);
     fputs("{\"type\":\"progress\"}\n", stdout);
     fputs("[1,2,3]\n", stdout);
     fputs("{\"type\":\"teleport\",\"id\":\"x\"}\n", stdout);

@@ -1,0 +1,143 @@
+/* agent.h: gpuq-agent's shared state — the agent (one per host) and its
+ * workers (one per GPU). Threads per worker: a controller (owns the runtime
+ * process, the job state machine and the VRAM manager; worker.c) and a poller
+ * (long-polls the head for assignments; poller.c). One monitor thread per
+ * agent samples telemetry and registers/heartbeats every worker (monitor.c).
+ *
+ * Locking: worker.mu guards the fields marked [mu]; the controller is the only
+ * writer of jobs[] and vram (under mu) so that it may read them without it.
+ * Never call HTTP or write to a runtime while holding a lock. */
+#ifndef GPUQ_AGENT_AGENT_H
+#define GPUQ_AGENT_AGENT_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agent/config.h"
+#include "agent/http.h"
+#include "agent/lineio.h"
+#include "agent/rtproto.h"
+#include "agent/runtime.h"
+#include "agent/vram_mgr.h"
+#include "gpu/gpu.h"
+
+#define AGENT_PROTOCOL 1
+#define WORKER_MAX_JOBS 80 /* concurrency (<= 64) + warm-up jobs */
+#define WORKER_MAX_CANCELS 32
+
+enum worker_state { WS_WARMING, WS_READY, WS_DONE };
+enum job_phase { JOB_NEW, JOB_LOADING, JOB_RUNNING };
+
+/* A job the worker holds: assigned by the head (or a warm-up job), until its
+ * outcome is reported. Invariant: used ⇒ rid unique among used jobs. */
+struct job {
+    bool used;
+    bool warmup;
+    char job_id[64];
+    int64_t attempt;
+    char rid[RT_ID_MAX]; /* id in the runtime protocol: "<job_id>.<attempt>" */
+    char model[AGENT_NAME_MAX];
+    char capability[AGENT_NAME_MAX];
+    json_t *params; /* owned */
+    enum job_phase phase;
+    bool cold;             /* this job waited for its model's load */
+    bool cancel;           /* the head asked to abort it */
+    int64_t assigned_ns;   /* when the agent got it */
+    int64_t load_ns;       /* time spent loading its model */
+    int64_t run_start_ns;  /* sent to the runtime */
+    int64_t progress_post_ns;
+};
+
+struct job_ref {
+    char job_id[64];
+    int64_t attempt;
+};
+
+enum rt_status { RTS_DOWN, RTS_STARTING, RTS_UP };
+
+struct agent;
+
+struct worker {
+    struct agent *agent;
+    int index;
+    char id[AGENT_NAME_MAX];
+    struct gpu_info gpu;
+    struct agent_worker_view view;
+    char out_dir[PATH_MAX];
+    pthread_t ctl_thread, poll_thread;
+    int wake[2]; /* self-pipe: wakes the controller's poll */
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;                          /* poller waits for a slot */
+    enum worker_state state;                    /* [mu] */
+    bool drain;                                 /* [mu] */
+    bool registered, deregistered;              /* [mu] */
+    bool polling;                               /* [mu] a long-poll is out */
+    json_t *pending;                            /* [mu] assignments not yet taken */
+    struct job_ref cancels[WORKER_MAX_CANCELS]; /* [mu] */
+    int ncancels;                               /* [mu] */
+    int held;                                   /* [mu] head jobs held by the controller */
+    struct gpu_telemetry tel;                   /* [mu] latest sample */
+    bool tel_valid;                             /* [mu] */
+    struct job jobs[WORKER_MAX_JOBS];           /* written under mu by the controller */
+    struct vram_mgr vram;                       /* written under mu by the controller */
+    int64_t runtime_restarts;                   /* [mu] */
+    uint64_t bad_lines;                         /* [mu] runtime lines refused */
+    int failures_seen;                          /* [mu] copy of failures */
+
+    /* Controller only. */
+    struct http_client hc;
+    struct runtime_proc rt;
+    enum rt_status rts;
+    struct line_reader lr;
+    int failures;            /* consecutive runtime deaths without a success */
+    int64_t restart_at_ns;   /* when DOWN: next spawn */
+    int64_t hello_deadline_ns;
+    bool warm_started;
+    uint64_t seq;            /* ids for load/unload/ping */
+    char ping_id[32];
+    int64_t ping_sent_ns;    /* 0: none outstanding */
+    int64_t next_ping_ns;
+    char load_rid[RT_ID_MAX]; /* "" when no load is in progress */
+    char load_model[AGENT_NAME_MAX];
+    int64_t load_started_ns;
+};
+
+struct agent {
+    struct agent_config cfg;
+    char head_url[512];
+    char token[256];
+    struct gpu_source gpus;
+    int nworkers;
+    struct worker *workers[GPU_MAX];
+    pthread_t monitor_thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool kick; /* [mu] heartbeat now */
+    bool stop; /* [mu] monitor exits */
+};
+
+/* worker.c */
+struct worker *worker_create(struct agent *a, int index, const struct gpu_info *gpu);
+void worker_destroy(struct worker *w);
+int worker_start(struct worker *w);
+void worker_join(struct worker *w);
+/* worker_request_drain: finish what it holds, take nothing new, deregister. */
+void worker_request_drain(struct worker *w);
+void worker_wake(struct worker *w);
+/* worker_busy: share of slots running a job (0..1), for the sim thermal model. */
+double worker_busy_locked(const struct worker *w);
+
+/* poller.c */
+void *poller_main(void *arg);
+
+/* monitor.c */
+void *monitor_main(void *arg);
+void monitor_kick(struct agent *a);
+/* monitor_register_body / heartbeat body builders (for tests). Call with w->mu held. */
+json_t *monitor_register_body_locked(const struct worker *w);
+json_t *monitor_heartbeat_body_locked(const struct worker *w, int64_t now_ns);
+
+#endif

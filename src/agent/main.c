@@ -1,0 +1,208 @@
+/* main.c: gpuq-agent — one per GPU host. Discovers GPUs (NVML via dlopen, or
+ * simulated), starts one worker per GPU (runtime process, VRAM manager,
+ * supervision) and the monitor (telemetry, register, heartbeat), and drains
+ * gracefully on SIGTERM/SIGINT: no new assignments, inflight jobs finish,
+ * workers deregister, then it exits 0. A second signal stops at once. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/log.h"
+
+#define MOD "agent"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: gpuq-agent --head URL --worker-token TOKEN [--config FILE] "
+               "[--sim-gpus N] [--verbose]\n"
+               "  TOKEN may also come from $GPUQ_WORKER_TOKEN. See docs/agent-config.md.\n");
+}
+
+static int discover(struct agent *a)
+{
+    struct agent_config *c = &a->cfg;
+    char err[512] = "";
+    if (c->sim_gpus == 0 && c->nvml) {
+        int rc = gpu_nvml_open(c->nvml_library, &a->gpus, err, sizeof err);
+        if (rc == 0) {
+            log_info(MOD, "NVML: %d GPU(s) through %s", gpu_count(&a->gpus), c->nvml_library);
+            return 0;
+        }
+        log_info(MOD, "NVML unavailable (%s); simulating GPUs", err);
+    }
+    int n = c->sim_gpus > 0 ? c->sim_gpus : 1;
+    struct gpu_sim_shape shapes[GPU_MAX];
+    for (int i = 0; i < n; i++)
+        agent_config_sim_shape(c, i, &shapes[i]);
+    log_info(MOD, "simulating %d GPU(s)", n);
+    return gpu_sim_open(shapes, n, &a->gpus);
+}
+
+int main(int argc, char **argv)
+{
+    static struct agent agent;
+    struct agent *a = &agent;
+    const char *config_path = NULL;
+    const char *head = NULL;
+    const char *token = getenv("GPUQ_WORKER_TOKEN");
+    int sim_gpus = -1;
+    static const struct option opts[] = {
+        {"head", required_argument, NULL, 'h'},       {"worker-token", required_argument, NULL, 't'},
+        {"config", required_argument, NULL, 'c'},     {"sim-gpus", required_argument, NULL, 's'},
+        {"verbose", no_argument, NULL, 'v'},          {"help", no_argument, NULL, 'H'},
+        {NULL, 0, NULL, 0},
+    };
+    int o;
+    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (o) {
+        case 'h':
+            head = optarg;
+            break;
+        case 't':
+            token = optarg;
+            break;
+        case 'c':
+            config_path = optarg;
+            break;
+        case 's': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (*end || v < 1 || v > GPU_MAX) {
+                fprintf(stderr, "gpuq-agent: --sim-gpus must be 1..%d\n", GPU_MAX);
+                return 2;
+            }
+            sim_gpus = (int)v;
+            break;
+        }
+        case 'v':
+            log_set_level(LOG_DEBUG);
+            break;
+        case 'H':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!head || !token || !token[0] || optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    if (strlen(head) >= sizeof a->head_url || strlen(token) >= sizeof a->token ||
+        strncmp(head, "http://", 7) != 0) {
+        fprintf(stderr, "gpuq-agent: --head must be an http:// URL; token at most %zu bytes\n",
+                sizeof a->token - 1);
+        return 2;
+    }
+    snprintf(a->head_url, sizeof a->head_url, "%s", head);
+    snprintf(a->token, sizeof a->token, "%s", token);
+
+    agent_config_defaults(&a->cfg, argv[0]);
+    if (config_path) {
+        char err[600];
+        if (agent_config_load(&a->cfg, config_path, err, sizeof err) != 0) {
+            fprintf(stderr, "gpuq-agent: %s\n", err);
+            return 2;
+        }
+    }
+    if (sim_gpus > 0)
+        a->cfg.sim_gpus = sim_gpus;
+    bool own_work_dir = false;
+    if (!a->cfg.work_dir[0]) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(a->cfg.work_dir, sizeof a->cfg.work_dir, "%s/gpuq-agent-%d",
+                 tmp && tmp[0] ? tmp : "/tmp", (int)getpid());
+        own_work_dir = true;
+    }
+    if (mkdir(a->cfg.work_dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "gpuq-agent: cannot create %s: %s\n", a->cfg.work_dir, strerror(errno));
+        return 1;
+    }
+
+    /* Signals: ignore SIGPIPE (dead runtimes, dropped connections); every
+     * thread blocks SIGTERM/SIGINT and main takes them with sigtimedwait. */
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+
+    http_global_init();
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    if (discover(a) != 0) {
+        fprintf(stderr, "gpuq-agent: no GPU source\n");
+        return 1;
+    }
+    a->nworkers = gpu_count(&a->gpus);
+    for (int i = 0; i < a->nworkers; i++) {
+        struct gpu_info info;
+        if (gpu_info(&a->gpus, i, &info) != 0) {
+            fprintf(stderr, "gpuq-agent: cannot read GPU %d\n", i);
+            return 1;
+        }
+        a->workers[i] = worker_create(a, i, &info);
+        log_info(MOD, "GPU %d: %s %s, %lld MB, %d capabilities, concurrency %d", i, info.name,
+                 info.uuid, (long long)info.vram_total_mb, a->workers[i]->view.ncaps,
+                 a->workers[i]->view.concurrency);
+    }
+    for (int i = 0; i < a->nworkers; i++)
+        if (worker_start(a->workers[i]) != 0) {
+            fprintf(stderr, "gpuq-agent: cannot start worker %d\n", i);
+            return 1;
+        }
+    pthread_create(&a->monitor_thread, NULL, monitor_main, a);
+
+    int signals = 0;
+    for (;;) {
+        bool all_done = true;
+        for (int i = 0; i < a->nworkers; i++) {
+            pthread_mutex_lock(&a->workers[i]->mu);
+            all_done &= a->workers[i]->state == WS_DONE;
+            pthread_mutex_unlock(&a->workers[i]->mu);
+        }
+        if (all_done)
+            break;
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        int sig = sigtimedwait(&sigs, NULL, &ts);
+        if (sig <= 0)
+            continue;
+        signals++;
+        if (signals == 1) {
+            log_info(MOD, "signal %d: draining every worker", sig);
+            for (int i = 0; i < a->nworkers; i++)
+                worker_request_drain(a->workers[i]);
+        } else {
+            log_warn(MOD, "second signal: stopping now");
+            for (int i = 0; i < a->nworkers; i++)
+                if (a->workers[i]->rt.pid > 0)
+                    kill(-a->workers[i]->rt.pid, SIGKILL);
+            _exit(1);
+        }
+    }
+    for (int i = 0; i < a->nworkers; i++)
+        worker_join(a->workers[i]);
+    pthread_mutex_lock(&a->mu);
+    a->stop = true;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    pthread_join(a->monitor_thread, NULL);
+    for (int i = 0; i < a->nworkers; i++)
+        worker_destroy(a->workers[i]);
+    gpu_close(&a->gpus);
+    if (own_work_dir)
+        rmdir(a->cfg.work_dir);
+    log_info(MOD, "all workers drained; bye");
+    return 0;
+}

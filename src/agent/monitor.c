@@ -1,0 +1,276 @@
+/* monitor.c: the agent's GPU state tracker and head link for worker
+ * membership — samples every GPU's telemetry several times a second (NVML or
+ * the simulation), registers each worker with the head and heartbeats it
+ * (state, telemetry, loaded models, running jobs, cache counters), and acts on
+ * the answers: drain, cancel, re-register after a 404 (R22, R23). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent/agent.h"
+#include "common/clock.h"
+#include "common/log.h"
+
+#define MOD "agent"
+#define HB_TIMEOUT_MS 10000L
+
+void monitor_kick(struct agent *a)
+{
+    pthread_mutex_lock(&a->mu);
+    a->kick = true;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
+static const char *state_name(const struct worker *w)
+{
+    if (w->drain || w->state == WS_DONE)
+        return "draining";
+    return w->state == WS_READY ? "ready" : "warming";
+}
+
+json_t *monitor_register_body_locked(const struct worker *w)
+{
+    const struct agent_config *c = &w->agent->cfg;
+    json_t *caps = json_array();
+    for (int i = 0; i < w->view.ncaps; i++)
+        json_array_append_new(caps, json_string(w->view.caps[i]));
+    json_t *models = json_array();
+    for (int i = 0; i < w->view.nmodels; i++) {
+        const struct agent_model *m = &c->models[w->view.model_idx[i]];
+        json_array_append_new(
+            models, json_pack("{s:s, s:I, s:I, s:s, s:b, s:b}", "name", m->name, "vram_mb",
+                              (json_int_t)m->vram_mb, "load_ms", (json_int_t)m->load_ms, "class",
+                              m->cls == MODEL_UTILITY ? "utility" : "generation", "pinned",
+                              w->view.pinned[i], "loaded", vram_mgr_find(&w->vram, m->name) >= 0));
+    }
+    return json_pack("{s:i, s:s, s:s, s:{s:i, s:s, s:s, s:I}, s:o, s:i, s:o}", "protocol",
+                     AGENT_PROTOCOL, "worker_id", w->id, "host", c->host, "gpu", "index", w->index,
+                     "name", w->gpu.name, "uuid", w->gpu.uuid, "vram_total_mb",
+                     (json_int_t)w->gpu.vram_total_mb, "capabilities", caps, "concurrency",
+                     w->view.concurrency, "models", models);
+}
+
+static json_t *telemetry_json(const struct gpu_telemetry *t)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "temp_c", t->temp_c >= 0 ? json_real(round(t->temp_c * 10) / 10)
+                                                    : json_null());
+    json_object_set_new(o, "vram_total_mb", json_integer(t->vram_total_mb));
+    json_object_set_new(o, "vram_used_mb", json_integer(t->vram_used_mb));
+    json_object_set_new(o, "vram_free_mb", json_integer(t->vram_free_mb));
+    json_object_set_new(o, "util_pct", t->util_pct >= 0 ? json_integer(t->util_pct) : json_null());
+    json_object_set_new(o, "power_w", t->power_w >= 0 ? json_real(round(t->power_w * 10) / 10)
+                                                      : json_null());
+    const char *names[16];
+    int n = gpu_throttle_names(t->throttle, names, 16);
+    json_t *reasons = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(reasons, json_string(names[i]));
+    json_object_set_new(o, "throttle_reasons", reasons);
+    json_object_set_new(o, "sm_clock_mhz",
+                        t->sm_clock_mhz >= 0 ? json_integer(t->sm_clock_mhz) : json_null());
+    json_object_set_new(o, "health", json_string(gpu_health_name(t->health)));
+    return o;
+}
+
+json_t *monitor_heartbeat_body_locked(const struct worker *w, int64_t now_ns)
+{
+    json_t *loaded = json_array();
+    for (int i = 0; i < w->vram.n; i++) {
+        const struct vram_entry *e = &w->vram.e[i];
+        int64_t ago = e->last_used_ns ? (now_ns - e->last_used_ns) / NS_PER_MS : 0;
+        json_array_append_new(loaded, json_pack("{s:s, s:I, s:b, s:I}", "name", e->name,
+                                                "vram_mb", (json_int_t)e->vram_mb, "pinned",
+                                                e->pinned, "last_used_ms_ago",
+                                                (json_int_t)(ago < 0 ? 0 : ago)));
+    }
+    json_t *running = json_array();
+    for (int i = 0; i < WORKER_MAX_JOBS; i++) {
+        const struct job *j = &w->jobs[i];
+        if (j->used && !j->warmup)
+            json_array_append_new(running, json_pack("{s:s, s:I}", "job_id", j->job_id,
+                                                     "attempt", (json_int_t)j->attempt));
+    }
+    struct gpu_telemetry t = w->tel;
+    if (!w->tel_valid) {
+        memset(&t, 0, sizeof t);
+        t.temp_c = t.power_w = -1;
+        t.util_pct = t.sm_clock_mhz = -1;
+        t.vram_total_mb = w->gpu.vram_total_mb;
+        t.vram_free_mb = w->gpu.vram_total_mb;
+    }
+    /* A runtime that keeps dying makes the GPU degraded in the head's eyes. */
+    if (t.health == GPU_HEALTH_OK && w->failures_seen >= 3)
+        t.health = GPU_HEALTH_DEGRADED;
+    return json_pack("{s:i, s:s, s:s, s:o, s:o, s:o, s:{s:I, s:I}}", "protocol", AGENT_PROTOCOL,
+                     "worker_id", w->id, "state", state_name(w), "telemetry", telemetry_json(&t),
+                     "loaded_models", loaded, "running", running, "cache", "hits",
+                     (json_int_t)w->vram.hits, "misses", (json_int_t)w->vram.misses);
+}
+
+static void sample(struct agent *a, int64_t now)
+{
+    for (int i = 0; i < a->nworkers; i++) {
+        struct worker *w = a->workers[i];
+        struct gpu_load load;
+        pthread_mutex_lock(&w->mu);
+        load.busy = worker_busy_locked(w);
+        load.vram_used_mb = vram_mgr_used(&w->vram);
+        pthread_mutex_unlock(&w->mu);
+        struct gpu_telemetry t;
+        int rc = gpu_read(&a->gpus, w->index, &load, now, &t);
+        pthread_mutex_lock(&w->mu);
+        if (rc == 0) {
+            w->tel = t;
+            w->tel_valid = true;
+        } else {
+            w->tel.health = GPU_HEALTH_DEGRADED;
+        }
+        pthread_mutex_unlock(&w->mu);
+    }
+}
+
+static void do_register(struct agent *a, struct worker *w, struct http_client *hc)
+{
+    pthread_mutex_lock(&w->mu);
+    json_t *body = monitor_register_body_locked(w);
+    pthread_mutex_unlock(&w->mu);
+    long status = 0;
+    json_t *answer = NULL;
+    int rc = http_json(hc, "/v1/agent/register", body, HB_TIMEOUT_MS, &status, &answer);
+    if (rc == 0 && status == 200) {
+        json_t *hb = json_object_get(answer, "heartbeat_ms");
+        if (json_is_integer(hb) && json_integer_value(hb) >= 50 &&
+            json_integer_value(hb) <= 600000) {
+            pthread_mutex_lock(&a->mu);
+            a->cfg.heartbeat_ms = (int)json_integer_value(hb);
+            pthread_mutex_unlock(&a->mu);
+        }
+        pthread_mutex_lock(&w->mu);
+        w->registered = true;
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+        log_info(MOD, "worker %s registered (%s, %lld MB)", w->id, w->gpu.name,
+                 (long long)w->gpu.vram_total_mb);
+    } else {
+        log_warn(MOD, "worker %s: register failed (%s %ld)", w->id, rc ? "unreachable" : "status",
+                 status);
+    }
+    json_decref(answer);
+}
+
+static void handle_answer(struct worker *w, json_t *answer)
+{
+    if (json_is_true(json_object_get(answer, "drain")))
+        worker_request_drain(w);
+    json_t *cancel = json_object_get(answer, "cancel");
+    if (!json_is_array(cancel))
+        return;
+    size_t i;
+    json_t *c;
+    pthread_mutex_lock(&w->mu);
+    json_array_foreach(cancel, i, c)
+    {
+        json_t *jid = json_object_get(c, "job_id");
+        json_t *att = json_object_get(c, "attempt");
+        if (w->ncancels >= WORKER_MAX_CANCELS || !json_is_integer(att))
+            continue;
+        struct job_ref *r = &w->cancels[w->ncancels];
+        if (json_is_string(jid) && json_string_length(jid) < sizeof r->job_id)
+            snprintf(r->job_id, sizeof r->job_id, "%s", json_string_value(jid));
+        else if (json_is_integer(jid))
+            snprintf(r->job_id, sizeof r->job_id, "%lld", (long long)json_integer_value(jid));
+        else
+            continue;
+        r->attempt = json_integer_value(att);
+        w->ncancels++;
+    }
+    pthread_mutex_unlock(&w->mu);
+    worker_wake(w);
+}
+
+static void heartbeat(struct agent *a, struct worker *w, struct http_client *hc, int64_t now)
+{
+    pthread_mutex_lock(&w->mu);
+    bool skip = w->deregistered || w->state == WS_DONE;
+    bool registered = w->registered;
+    pthread_mutex_unlock(&w->mu);
+    if (skip)
+        return;
+    if (!registered) {
+        do_register(a, w, hc);
+        pthread_mutex_lock(&w->mu);
+        registered = w->registered;
+        pthread_mutex_unlock(&w->mu);
+        if (!registered)
+            return;
+    }
+    pthread_mutex_lock(&w->mu);
+    json_t *body = monitor_heartbeat_body_locked(w, now);
+    pthread_mutex_unlock(&w->mu);
+    long status = 0;
+    json_t *answer = NULL;
+    int rc = http_json(hc, "/v1/agent/heartbeat", body, HB_TIMEOUT_MS, &status, &answer);
+    if (rc == 0 && status == 200) {
+        handle_answer(w, answer);
+    } else if (rc == 0 && status == 404) {
+        log_warn(MOD, "worker %s: head does not know us; registering again", w->id);
+        pthread_mutex_lock(&w->mu);
+        w->registered = false;
+        bool gone = w->deregistered;
+        pthread_mutex_unlock(&w->mu);
+        if (!gone)
+            do_register(a, w, hc);
+    } else {
+        log_warn(MOD, "worker %s: heartbeat failed (%s %ld)", w->id, rc ? "unreachable" : "status",
+                 status);
+    }
+    json_decref(answer);
+}
+
+void *monitor_main(void *arg)
+{
+    struct agent *a = arg;
+    struct http_client hc;
+    http_client_init(&hc, a->head_url, a->token);
+    int64_t next_hb = 0;
+    pthread_mutex_lock(&a->mu);
+    while (!a->stop) {
+        bool kicked = a->kick;
+        a->kick = false;
+        int hb_ms = a->cfg.heartbeat_ms;
+        int tel_ms = a->cfg.telemetry_ms;
+        pthread_mutex_unlock(&a->mu);
+
+        int64_t now = clock_mono_ns();
+        sample(a, now);
+        if (kicked || now >= next_hb) {
+            for (int i = 0; i < a->nworkers; i++)
+                heartbeat(a, a->workers[i], &hc, now);
+            next_hb = clock_mono_ns() + (int64_t)hb_ms * NS_PER_MS;
+        }
+
+        int64_t until = clock_mono_ns() + (int64_t)tel_ms * NS_PER_MS;
+        if (next_hb < until)
+            until = next_hb;
+        int64_t wait_ns = until - clock_mono_ns();
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        if (wait_ns > 0) {
+            ts.tv_sec += wait_ns / NS_PER_S;
+            ts.tv_nsec += wait_ns % NS_PER_S;
+            if (ts.tv_nsec >= NS_PER_S) {
+                ts.tv_sec++;
+                ts.tv_nsec -= NS_PER_S;
+            }
+        }
+        pthread_mutex_lock(&a->mu);
+        if (!a->kick && !a->stop && wait_ns > 0)
+            pthread_cond_timedwait(&a->cv, &a->mu, &ts);
+    }
+    pthread_mutex_unlock(&a->mu);
+    http_client_fini(&hc);
+    return NULL;
+}

@@ -1,0 +1,97 @@
+/* poller.c: a worker's assignment long-poll (docs/protocol-worker.md). It asks
+ * the head for work only while the worker is registered, ready, not draining
+ * and has a free slot (so no job waits here that the head could still move
+ * elsewhere), and hands what it gets to the controller. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent/agent.h"
+#include "common/log.h"
+
+#define MOD "agent"
+
+static void timed_wait(struct worker *w, int ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+}
+
+void *poller_main(void *arg)
+{
+    struct worker *w = arg;
+    struct agent *a = w->agent;
+    struct http_client hc;
+    http_client_init(&hc, a->head_url, a->token);
+    int errors = 0;
+    char path[256];
+    snprintf(path, sizeof path, "/v1/agent/assignments?worker_id=%s&wait=%d", w->id,
+             a->cfg.poll_wait_s);
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (w->state != WS_DONE &&
+               !(w->registered && !w->deregistered && w->state == WS_READY && !w->drain &&
+                 w->held < w->view.concurrency))
+            timed_wait(w, 1000);
+        if (w->state == WS_DONE)
+            break;
+        w->polling = true;
+        pthread_mutex_unlock(&w->mu);
+
+        long status = 0;
+        json_t *answer = NULL;
+        int rc = http_json(&hc, path, NULL, (long)a->cfg.poll_wait_s * 1000 + 15000, &status,
+                           &answer);
+        json_t *list = json_object_get(answer, "assignments");
+
+        pthread_mutex_lock(&w->mu);
+        w->polling = false;
+        int pause_ms = 0;
+        if (rc != 0 || status >= 500) {
+            errors++;
+            pause_ms = errors < 5 ? 100 * errors : 1000;
+            if (errors == 1 || errors % 20 == 0)
+                log_warn(MOD, "worker %s: assignment poll failed (%s %ld)", w->id,
+                         rc ? "unreachable" : "status", status);
+        } else if (status == 200 && json_is_array(list)) {
+            errors = 0;
+            size_t i;
+            json_t *item;
+            json_array_foreach(list, i, item)
+            {
+                if (json_is_object(item)) {
+                    json_array_append(w->pending, item);
+                    w->held++;
+                }
+            }
+        } else if (status == 204) {
+            errors = 0;
+        } else if (status == 404 || status == 401) {
+            /* The head forgot us (or our token): re-register before polling again. */
+            w->registered = false;
+            pause_ms = 200;
+        } else {
+            errors++;
+            pause_ms = 500;
+            log_warn(MOD, "worker %s: assignment poll answered %ld", w->id, status);
+        }
+        pthread_mutex_unlock(&w->mu);
+        json_decref(answer);
+        worker_wake(w);
+        if (status == 404)
+            monitor_kick(a);
+        pthread_mutex_lock(&w->mu);
+        if (pause_ms && w->state != WS_DONE)
+            timed_wait(w, pause_ms);
+    }
+    pthread_mutex_unlock(&w->mu);
+    http_client_fini(&hc);
+    return NULL;
+}

@@ -1,0 +1,13 @@
+/* qc.h: output quality check (R29) — an image whose pixel variance is below a
+ * threshold (a solid colour: what a corrupted CUDA context produces) fails. */
+#ifndef GPUQ_AGENT_QC_H
+#define GPUQ_AGENT_QC_H
+
+#include <stddef.h>
+
+/* qc_png_variance decodes a PNG from memory and gives the variance of its
+ * pixels' luminance (0..255 scale). 0, or GPUQ_EINVAL when it is not a PNG we
+ * can decode (or larger than 64 megapixels). */
+int qc_png_variance(const void *data, size_t len, double *variance);
+
+#endif
