@@ -66,11 +66,13 @@ static struct opt submit_opts[] = {
      .repeat = 1},
     {.name = "lane", .arg = "L", .help = "interactive | batch (default interactive)"},
     {.name = "priority", .arg = "T", .help = "paid | free (default: the tenant's tier)"},
-    {.name = "idempotency-key", .arg = "K", .help = "a retried submit with K returns the first job"},
+    {.name = "idempotency-key", .arg = "K",
+     .help = "a retried submit with K returns the first job"},
     {.name = "deadline", .arg = "MS", .help = "deadline, Unix ms (or +MS from now)"},
     {.name = "wait", .help = "wait for the job to end, showing progress, and download its result"},
     {.name = "timeout", .arg = "S", .help = "with --wait: give up waiting after S seconds"},
-    {.name = "output", .arg = "FILE", .help = "with --wait: where to save the result (default ID.png)"},
+    {.name = "output", .arg = "FILE",
+     .help = "with --wait: where to save the result (default ID.png)"},
     {0},
 };
 
@@ -333,7 +335,8 @@ static struct opt ls_opts[] = {
     {.name = "state", .arg = "S", .help = "queued | running | succeeded | failed | cancelled"},
     {.name = "capability", .arg = "C", .help = "only jobs of this capability"},
     {.name = "limit", .arg = "N", .help = "at most N jobs (1..500, default 50)"},
-    {.name = "after", .arg = "CURSOR", .help = "the page after CURSOR (printed by the previous page)"},
+    {.name = "after", .arg = "CURSOR",
+     .help = "the page after CURSOR (printed by the previous page)"},
     {0},
 };
 

@@ -56,7 +56,9 @@ static const char *fmt_time(const json_t *obj, const char *key, char *buf, size_
 static const char *fmt_rel(double ms, char *buf, size_t len)
 {
     double d = (ms - (double)clock_wall_ms()) / 1000.0;
-    if (d >= 0)
+    if (d > -0.05 && d < 0.05)
+        snprintf(buf, len, "now");
+    else if (d >= 0)
         snprintf(buf, len, "in %.1fs", d);
     else
         snprintf(buf, len, "%.1fs ago", -d);
@@ -124,7 +126,8 @@ void render_jobs_table(FILE *f, const json_t *jobs)
         fprintf(f, "%-10s %-10s %-11s %-18s %-16s %-12s %-5s %s\n",
                 render_str(j, "id", id, sizeof id), render_str(j, "state", st, sizeof st),
                 render_str(j, "phase", ph, sizeof ph), render_str(j, "capability", cap, sizeof cap),
-                render_str(j, "model", model, sizeof model), render_str(j, "lane", lane, sizeof lane),
+                render_str(j, "model", model, sizeof model),
+                render_str(j, "lane", lane, sizeof lane),
                 render_str(j, "priority", prio, sizeof prio),
                 fmt_time(j, "created_ms", created, sizeof created));
     }
