@@ -1,0 +1,456 @@
+"""gpuqd end to end: the client API, auth and tenant isolation, idempotency,
+bad input, the worker protocol with attempt fencing, and durability across
+kill -9. Real gpuqd on 127.0.0.1:0 in a temp dir."""
+
+import http.client
+import json
+import os
+import socket
+import threading
+import time
+
+from gpuq_harness import Client, FakeWorker, Head, SLOW, tiny_png, wait_until
+
+JOB = {"capability": "image.fast", "params": {"prompt": "a fox", "width": 512, "height": 512}}
+
+
+def submit(c, body=None, **kw):
+    r = c.post("/v1/jobs", body if body is not None else JOB, **kw)
+    return r
+
+
+def test_submit_get_list_cancel(head):
+    c = head.client(head.add_tenant("acme"))
+    r = submit(c)
+    assert r.status == 201, r
+    job = r.json()
+    assert job["state"] == "queued"
+    assert job["capability"] == "image.fast"
+    assert job["model"] == "image-v2"  # the capability's default model
+    assert job["params"]["width"] == 512 and job["params"]["steps"] == 30  # normalized
+    assert job["cost_s"] > 0
+    assert job["eta"]["finish_ms"] >= job["eta"]["start_ms"] >= job["created_ms"]
+    assert r.header("Location") == f"/v1/jobs/{job['id']}"
+
+    g = c.get(f"/v1/jobs/{job['id']}")
+    assert g.status == 200 and g.json()["id"] == job["id"]
+
+    second = submit(c).json()
+    lst = c.get("/v1/jobs?limit=1")
+    assert lst.status == 200
+    body = lst.json()
+    assert [j["id"] for j in body["jobs"]] == [second["id"]]  # newest first
+    page2 = c.get(f"/v1/jobs?limit=1&after={body['next']}").json()
+    assert [j["id"] for j in page2["jobs"]] == [job["id"]]
+
+    d = c.delete(f"/v1/jobs/{job['id']}")
+    assert d.status == 200 and d.json()["state"] == "cancelled"
+    assert c.delete(f"/v1/jobs/{job['id']}").status == 409
+    assert [j["id"] for j in c.get("/v1/jobs?state=cancelled").json()["jobs"]] == [job["id"]]
+
+
+def test_long_poll_returns_on_change(head):
+    c = head.client(head.add_tenant("acme"))
+    job = submit(c).json()
+    # Unchanged: returns the same job after the wait.
+    t0 = time.monotonic()
+    r = c.get(f"/v1/jobs/{job['id']}?wait=1")
+    assert r.status == 200 and r.json()["state"] == "queued"
+    assert time.monotonic() - t0 >= 0.9
+    # A change (cancel from another connection) ends the wait early.
+    result = {}
+
+    def waiter():
+        result["r"] = head.client(c.key).get(f"/v1/jobs/{job['id']}?wait=30")
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    wait_until(lambda: True, 1, "thread start")
+    c.delete(f"/v1/jobs/{job['id']}")
+    t.join(timeout=20 * SLOW)
+    assert not t.is_alive()
+    assert result["r"].json()["state"] == "cancelled"
+
+
+def test_tenant_isolation(head):
+    a = head.client(head.add_tenant("a"))
+    b = head.client(head.add_tenant("b"))
+    job = submit(a).json()
+    for path in (f"/v1/jobs/{job['id']}", f"/v1/jobs/{job['id']}/result",
+                 f"/v1/jobs/{job['id']}/events"):
+        r = b.get(path)
+        assert r.status == 404, (path, r)
+    assert b.delete(f"/v1/jobs/{job['id']}").status == 404
+    assert b.get("/v1/jobs").json()["jobs"] == []
+    assert a.get(f"/v1/jobs/{job['id']}").status == 200
+    # Admin-only routes are closed to tenants.
+    assert b.post("/v1/tenants", {"name": "x"}).status == 403
+    assert b.post("/v1/worker-tokens", {}).status == 403
+
+
+def test_auth_required(head):
+    anon = head.client(None)
+    assert anon.get("/healthz").status == 200
+    assert anon.get("/readyz").status == 200
+    r = anon.post("/v1/jobs", JOB)
+    assert r.status == 401 and r.json()["error"]["field"] == "Authorization"
+    assert head.client("gq_notakey000000000000000000000000").get("/v1/jobs").status == 401
+    # A worker token is not a tenant key, and a tenant key is not a worker token.
+    wt = head.add_worker_token()
+    assert head.client(wt).post("/v1/jobs", JOB).status == 403
+    key = head.add_tenant("t")
+    assert head.client(key).post("/v1/agent/register", {"protocol": 1}).status == 403
+
+
+def test_keys_are_stored_hashed_and_never_logged(head):
+    key = head.add_tenant("secretive")
+    token = head.add_worker_token()
+    head.client(key).post("/v1/jobs", JOB)
+    with open(os.path.join(head.data_dir, "gpuq.db"), "rb") as f:
+        db = f.read()
+    for path in ("gpuq.db-wal",):
+        p = os.path.join(head.data_dir, path)
+        if os.path.exists(p):
+            with open(p, "rb") as f:
+                db += f.read()
+    assert key.encode() not in db and token.encode() not in db
+    log = head.tail(10**7)
+    assert key not in log and token not in log
+    st = os.stat(os.path.join(head.data_dir, "admin.key"))
+    assert st.st_mode & 0o777 == 0o600
+
+
+def test_idempotency(head):
+    c = head.client(head.add_tenant("acme"))
+    body = dict(JOB, idempotency_key="order-17")
+    first = submit(c, body)
+    assert first.status == 201
+    again = submit(c, body)
+    assert again.status == 200 and again.json()["id"] == first.json()["id"]
+    # Same key through the header.
+    hdr = c.post("/v1/jobs", JOB, headers={"Idempotency-Key": "order-17"})
+    assert hdr.status == 200 and hdr.json()["id"] == first.json()["id"]
+    other = dict(body, params={"prompt": "a wolf"})
+    conflict = submit(c, other)
+    assert conflict.status == 409 and conflict.json()["error"]["field"] == "idempotency_key"
+    # Keys are per tenant.
+    d = head.client(head.add_tenant("other"))
+    assert submit(d, body).status == 201
+    assert len(c.get("/v1/jobs").json()["jobs"]) == 1
+
+
+def test_idempotency_concurrent_retries_make_one_job(head):
+    key = head.add_tenant("acme")
+    body = dict(JOB, idempotency_key="dup")
+    ids, statuses = [], []
+    lock = threading.Lock()
+
+    def go():
+        r = Client(head.url, key).post("/v1/jobs", body)
+        with lock:
+            statuses.append(r.status)
+            ids.append(r.json()["id"])
+
+    threads = [threading.Thread(target=go) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30 * SLOW)
+    assert len(set(ids)) == 1 and len(ids) == 8
+    assert sorted(statuses) == [200] * 7 + [201]
+
+
+BAD_BODIES = [
+    (b'{"capability":', "invalid_json", "body"),
+    (b'[1,2]', "invalid_json", "body"),
+    (b'{"model":"image-v2"}', "missing_field", "capability"),
+    (b'{"capability":7}', "invalid_field", "capability"),
+    (b'{"capability":"image.nope"}', "invalid_field", "capability"),
+    (b'{"capability":"image.fast","model":"nope"}', "invalid_field", "model"),
+    (b'{"capability":"image.fast","color":"red"}', "unknown_field", "color"),
+    (b'{"capability":"image.fast","params":{"width":100000,"height":100000}}', "invalid_field",
+     "params.width"),
+    (b'{"capability":"image.fast","params":{"width":"big"}}', "invalid_field", "params.width"),
+    (b'{"capability":"image.fast","params":{"width":1001}}', "invalid_field", "params.width"),
+    (b'{"capability":"image.fast","params":{"steps":0}}', "invalid_field", "params.steps"),
+    (b'{"capability":"image.fast","params":{"steps":1.5}}', "invalid_field", "params.steps"),
+    (b'{"capability":"image.fast","params":{"frames":-1}}', "invalid_field", "params.frames"),
+    (b'{"capability":"image.fast","params":{"lora":"x"}}', "unknown_field", "params.lora"),
+    (b'{"capability":"image.fast","params":[]}', "invalid_field", "params"),
+    (b'{"capability":"image.fast","params":{"prompt":"' + b"x" * 5000 + b'"}}', "invalid_field",
+     "params.prompt"),
+    (b'{"capability":"image.fast","lane":"fast"}', "invalid_field", "lane"),
+    (b'{"capability":"image.fast","priority":"gold"}', "invalid_field", "priority"),
+    (b'{"capability":"image.fast","deadline":1000}', "invalid_field", "deadline"),
+    (b'{"capability":"image.fast","idempotency_key":""}', "invalid_field", "idempotency_key"),
+    (b'{"capability":"image.fast","capability":"video"}', "invalid_json", "body"),
+    (b'\xff\xfe', "invalid_json", "body"),
+]
+
+
+def test_bad_input_named_and_nothing_created(head):
+    c = head.client(head.add_tenant("acme"))
+    for body, code, field in BAD_BODIES:
+        r = c.request("POST", "/v1/jobs", body=body, raw=True,
+                      headers={"Content-Type": "application/json"})
+        assert r.status == 400, (body[:60], r)
+        err = r.json()["error"]
+        assert err["code"] == code, (body[:60], err)
+        assert err["field"] == field, (body[:60], err)
+        assert err["message"]
+    assert c.get("/v1/jobs").json()["jobs"] == []
+    # Bad ids and query values.
+    for path, field in (("/v1/jobs/abc", "id"), ("/v1/jobs/-1", "id"), ("/v1/jobs/0", "id"),
+                        ("/v1/jobs/99999999999999999999999", "id"),
+                        ("/v1/jobs?limit=0", "limit"), ("/v1/jobs?state=done", "state"),
+                        ("/v1/jobs/1?wait=-3", "wait")):
+        r = c.get(path)
+        assert r.status == 400 and r.json()["error"]["field"] == field, (path, r)
+    assert c.get("/v1/jobs/424242").status == 404
+    assert c.request("PUT", "/v1/jobs").status == 405
+
+
+def test_oversize_body_and_headers(head):
+    c = head.client(head.add_tenant("acme"))
+    big = b'{"capability":"image.fast","params":{"prompt":"' + b"x" * 70000 + b'"}}'
+    r = c.request("POST", "/v1/jobs", body=big, raw=True)
+    assert r.status == 413 and r.json()["error"]["code"] == "too_large"
+    c.close()
+    # Headers past the connection's memory limit are refused, not buffered forever.
+    s = socket.create_connection((c.host, c.port), timeout=10 * SLOW)
+    s.sendall(b"GET /v1/jobs HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100000 + b"\r\n\r\n")
+    resp = b""
+    try:
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            resp += chunk
+            if b"\r\n\r\n" in resp:
+                break
+    except (ConnectionResetError, BrokenPipeError):
+        pass
+    s.close()
+    assert resp == b"" or resp.split(b" ")[1][:1] == b"4", resp[:100]
+    assert c.get("/v1/jobs").json()["jobs"] == []
+
+
+def test_idle_client_does_not_hold_others(head):
+    c = head.client(head.add_tenant("acme"))
+    # A client that opens connections and sends half a request, then goes quiet.
+    idle = [socket.create_connection((c.host, c.port), timeout=5) for _ in range(20)]
+    for s in idle:
+        s.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+    t0 = time.monotonic()
+    for _ in range(20):
+        assert submit(c).status == 201
+    assert time.monotonic() - t0 < 10 * SLOW
+    for s in idle:
+        s.close()
+
+
+def test_events_stream_until_terminal(head):
+    key = head.add_tenant("acme")
+    c = head.client(key)
+    job = submit(c).json()
+    conn = http.client.HTTPConnection(c.host, c.port, timeout=20 * SLOW)
+    conn.request("GET", f"/v1/jobs/{job['id']}/events", headers={"Authorization": f"Bearer {key}"})
+    r = conn.getresponse()
+    assert r.status == 200 and r.getheader("Content-Type") == "text/event-stream"
+
+    def next_event():
+        data = None
+        while True:
+            line = r.fp.readline().decode()
+            assert line, "stream ended early"
+            line = line.rstrip("\n")
+            if line.startswith("data: "):
+                data = json.loads(line[6:])
+            elif line == "" and data is not None:
+                return data
+
+    assert next_event()["state"] == "queued"
+    c.delete(f"/v1/jobs/{job['id']}")
+    assert next_event()["state"] == "cancelled"
+    conn.close()
+
+
+def test_fake_worker_end_to_end(head):
+    key = head.add_tenant("acme")
+    c = head.client(key)
+    w = FakeWorker(head, head.add_worker_token()).start()
+    job = submit(c).json()
+    a = w.poll()
+    assert a is not None and a["job_id"] == job["id"] and a["attempt"] == 1
+    assert a["params"]["prompt"] == "a fox" and a["model"] == "image-v2"
+    running = c.get(f"/v1/jobs/{job['id']}").json()
+    assert running["state"] == "running" and running["phase"] == "assigned"
+    assert running["worker_id"] == w.id
+    assert w.progress(a, "generating", 0.5).status == 200
+    got = c.get(f"/v1/jobs/{job['id']}").json()
+    assert got["phase"] == "generating" and got["progress"] == 0.5
+    png = tiny_png(seed=3)
+    r = w.complete(a, png)
+    assert r.status == 200, r
+    done = c.get(f"/v1/jobs/{job['id']}").json()
+    assert done["state"] == "succeeded"
+    assert done["result"] == {"content_type": "image/png", "bytes": len(png),
+                              "url": f"/v1/jobs/{job['id']}/result"}
+    res = c.get(done["result"]["url"])
+    assert res.status == 200 and res.header("Content-Type") == "image/png" and res.body == png
+    # A retried completion of the same attempt is not accepted twice.
+    again = w.complete(a, png)
+    assert again.status == 200 and again.json()["duplicate"] is True
+    workers = c.get("/v1/workers").json()["workers"]
+    assert [x["id"] for x in workers] == [w.id]
+    assert workers[0]["loaded_models"][0]["name"] == "image-v2"
+
+
+def test_stale_attempt_refused(head):
+    key = head.add_tenant("acme")
+    c = head.client(key)
+    token = head.add_worker_token()
+    w1 = FakeWorker(head, token, "gpu-a").start()
+    job = submit(c).json()
+    a = w1.poll()
+    assert a["attempt"] == 1
+    # The first attempt fails (OOM): the job is retried, on another GPU.
+    r = w1.fail(a, "oom")
+    assert r.status == 200 and r.json()["retried"] is True
+    w2 = FakeWorker(head, token, "gpu-b").start()
+    b = w2.poll()
+    assert b["job_id"] == job["id"] and b["attempt"] == 2
+    # Late messages for attempt 1 are refused.
+    assert w1.complete(a).status == 409
+    assert w1.complete(a).json()["error"]["code"] == "stale_attempt"
+    assert w1.progress(a).status == 409
+    assert w2.complete(b, attempt=1).status == 409
+    assert w2.complete(b).status == 200
+    assert c.get(f"/v1/jobs/{job['id']}").json()["attempt"] == 2
+
+
+def poll_any(workers, rounds=10):
+    """The first assignment any of the workers gets (the scheduler picks the GPU)."""
+    for _ in range(rounds):
+        for w in workers:
+            a = w.poll(wait=1)
+            if a:
+                return w, a
+    raise AssertionError("no worker got an assignment")
+
+
+def test_retry_budget_then_failed(head_factory):
+    h = head_factory(config_text="[jobs]\nmax_attempts = 2\n")
+    c = h.client(h.add_tenant("acme"))
+    token = h.add_worker_token()
+    workers = [FakeWorker(h, token, "gpu-a").start(), FakeWorker(h, token, "gpu-b").start()]
+    job = submit(c).json()
+    first, a = poll_any(workers)
+    assert first.fail(a, "cuda").json()["retried"] is True
+    second, b = poll_any(workers)
+    assert second is not first  # retried on a different GPU
+    assert b["attempt"] == 2
+    assert second.fail(b, "cuda").json()["retried"] is False
+    final = c.get(f"/v1/jobs/{job['id']}").json()
+    assert final["state"] == "failed" and final["error"]["class"] == "cuda"
+    # bad_input is never retried.
+    job2 = submit(c).json()
+    owner, x = poll_any(workers)
+    assert x["job_id"] == job2["id"]
+    assert owner.fail(x, "bad_input").json()["retried"] is False
+    assert c.get(f"/v1/jobs/{job2['id']}").json()["state"] == "failed"
+
+
+def test_silent_worker_jobs_requeued(head_factory):
+    h = head_factory(config_text="[workers]\nheartbeat_ms = 100\nttl_ms = 500\n")
+    c = h.client(h.add_tenant("acme"))
+    token = h.add_worker_token()
+    w1 = FakeWorker(h, token, "gpu-a").start()
+    job = submit(c).json()
+    a = w1.poll()
+    assert a["job_id"] == job["id"]
+    # gpu-a goes silent; after its TTL the job is queued again and a new GPU gets it.
+    wait_until(lambda: c.get(f"/v1/jobs/{job['id']}").json()["state"] == "queued", 10,
+               "the job to be re-queued after the TTL")
+    assert c.get("/v1/workers").json()["workers"] == []
+    w2 = FakeWorker(h, token, "gpu-b").start()
+    b = w2.poll()
+    assert b["job_id"] == job["id"] and b["attempt"] == 2
+    assert w1.complete(a).status in (404, 409)
+    assert w2.complete(b).status == 200
+
+
+def test_cancel_running_job_tells_its_worker(head):
+    c = head.client(head.add_tenant("acme"))
+    w = FakeWorker(head, head.add_worker_token()).start()
+    job = submit(c).json()
+    a = w.poll()
+    assert c.delete(f"/v1/jobs/{job['id']}").status == 200
+    hb = w.heartbeat(running=[(job["id"], a["attempt"])]).json()
+    assert hb["cancel"] == [{"job_id": job["id"], "attempt": a["attempt"]}]
+    assert w.complete(a).status == 409
+
+
+def test_drain_flag_reaches_agent(head):
+    w = FakeWorker(head, head.add_worker_token()).start()
+    assert w.heartbeat().json()["drain"] is False
+    assert head.admin().post(f"/v1/workers/{w.id}/drain").status == 200
+    assert w.heartbeat().json()["drain"] is True
+    assert head.admin().post("/v1/workers/nope/drain").status == 404
+
+
+def test_restart_keeps_jobs_and_keys(head):
+    key = head.add_tenant("acme")
+    c = head.client(key)
+    ids = [submit(c).json()["id"] for _ in range(5)]
+    assert head.stop() == 0
+    head.start()
+    c = head.client(key)
+    assert sorted(j["id"] for j in c.get("/v1/jobs").json()["jobs"]) == sorted(ids)
+    new = submit(c).json()["id"]
+    assert int(new) > max(int(i) for i in ids)
+
+
+def test_kill9_during_burst_loses_no_acknowledged_job(head):
+    key = head.add_tenant("acme")
+    acked = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def burst(n):
+        cl = Client(head.url, key, timeout=10)
+        i = 0
+        while not stop.is_set() and i < 2000:
+            body = dict(JOB, idempotency_key=f"t{n}-{i}")
+            try:
+                r = cl.post("/v1/jobs", body)
+            except OSError:
+                return
+            if r.status == 201:
+                with lock:
+                    acked.append((r.json()["id"], body["idempotency_key"]))
+            i += 1
+
+    threads = [threading.Thread(target=burst, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    wait_until(lambda: len(acked) >= 300, 60, "300 acknowledged submits")
+    head.kill9()
+    stop.set()
+    for t in threads:
+        t.join(timeout=30)
+    n_acked = len(acked)
+    head.start()
+    c = head.client(key)
+    stored = {}
+    after = ""
+    for _ in range(100):
+        page = c.get(f"/v1/jobs?limit=500{after}").json()
+        for j in page["jobs"]:
+            stored[j["id"]] = j["idempotency_key"]
+        if not page["next"]:
+            break
+        after = f"&after={page['next']}"
+    missing = [(i, k) for i, k in acked if stored.get(i) != k]
+    assert not missing, f"{len(missing)} of {n_acked} acknowledged jobs lost"
+    assert len(stored) >= n_acked
