@@ -175,7 +175,8 @@ int sched_cap_limit(struct sched *s, const char *cap, int max_gpus)
 {
     if (!s || !cap || !cap[0] || max_gpus < 0)
         return GPUQ_EINVAL;
-    s->caps[cap_index(s, cap, true)].max_gpus = max_gpus;
+    int ci = cap_index(s, cap, true);
+    s->caps[ci].max_gpus = max_gpus;
     return 0;
 }
 

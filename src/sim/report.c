@@ -1,0 +1,198 @@
+/* report.c: computes and prints the figures of report.h. */
+#include "sim/report.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double report_percentile(double *v, int n, double p)
+{
+    if (n <= 0)
+        return 0;
+    qsort(v, (size_t)n, sizeof(double), cmp_d);
+    int k = (int)ceil(p * n) - 1;
+    if (k < 0)
+        k = 0;
+    if (k >= n)
+        k = n - 1;
+    return v[k];
+}
+
+void report_make(const struct sim *s, struct report *r)
+{
+    memset(r, 0, sizeof(*r));
+    const struct workload *wl = s->wl;
+    r->policy = s->pol->name;
+    r->ncaps = wl->ncaps;
+    double *lat = xmalloc((size_t)(s->njobs + 1) * sizeof(double));
+    double *sd = xmalloc((size_t)(s->njobs + 1) * sizeof(double));
+    double makespan = wl->duration_s;
+    for (int i = 0; i < s->njobs; i++)
+        if (s->jobs[i].done && s->jobs[i].finish_t > makespan)
+            makespan = s->jobs[i].finish_t;
+    if (s->now > makespan)
+        makespan = s->now;
+    r->makespan_s = makespan;
+    for (int c = 0; c < wl->ncaps; c++) {
+        struct cap_report *cr = &r->caps[c];
+        r->cap_names[c] = wl->caps[c].name;
+        cr->slo_s = wl->caps[c].slo_s;
+        int n = 0, met = 0;
+        double sum = 0, wsum = 0;
+        for (int i = 0; i < s->njobs; i++) {
+            const struct sim_job *j = &s->jobs[i];
+            if (j->cap != c)
+                continue;
+            cr->jobs++;
+            if (j->failed)
+                continue;
+            /* Unfinished jobs count with the latency they had at the stop. */
+            double l = (j->done ? j->finish_t : s->now) - j->submit_t;
+            if (j->done) {
+                cr->completed++;
+                if (cr->slo_s <= 0 || l <= cr->slo_s)
+                    met++;
+                wsum += l - j->service_s;
+            }
+            lat[n] = l;
+            sd[n] = j->min_run_s > 0 ? l / j->min_run_s : 0;
+            sum += l;
+            n++;
+        }
+        cr->mean = n ? sum / n : 0;
+        cr->wait_mean = cr->completed ? wsum / cr->completed : 0;
+        cr->p50 = report_percentile(lat, n, 0.50);
+        cr->p95 = report_percentile(lat, n, 0.95);
+        cr->p99 = report_percentile(lat, n, 0.99);
+        cr->sd_p50 = report_percentile(sd, n, 0.50);
+        cr->sd_p99 = report_percentile(sd, n, 0.99);
+        cr->slo_attainment = cr->jobs ? (double)met / cr->jobs : 1.0;
+    }
+    free(lat);
+    free(sd);
+    double busy = 0, slots = 0;
+    for (int g = 0; g < s->ngpus; g++) {
+        busy += s->gpus[g].busy_time;
+        slots += s->gpus[g].spec->concurrency;
+    }
+    for (int i = 0; i < s->njobs; i++) {
+        if (s->jobs[i].done)
+            r->completed++;
+        else if (s->jobs[i].failed)
+            r->failed++;
+        else
+            r->unfinished++;
+    }
+    r->throughput_per_hour = r->completed / (makespan / 3600.0);
+    r->utilization = slots > 0 ? busy / (slots * makespan) : 0;
+    int64_t acc = s->m.hits + s->m.misses;
+    r->cache_hit_ratio = acc ? (double)s->m.hits / (double)acc : 1.0;
+    r->cold_loads = s->m.cold_loads;
+    r->evictions = s->m.evictions;
+    double *d = xmalloc((size_t)(s->m.ndec + 1) * sizeof(double));
+    memcpy(d, s->m.decision_us, (size_t)s->m.ndec * sizeof(double));
+    r->decision_p50_us = report_percentile(d, (int)s->m.ndec, 0.50);
+    r->decision_p99_us = report_percentile(d, (int)s->m.ndec, 0.99);
+    free(d);
+}
+
+static json_t *num(double v)
+{
+    /* Four decimals: readable, and identical runs print identical text. */
+    return json_real(round(v * 1e4) / 1e4);
+}
+
+json_t *report_json(const struct report *r, bool with_timing)
+{
+    json_t *o = json_object();
+    json_t *lat = json_object(), *sd = json_object(), *slo = json_object();
+    json_t *extra = json_object();
+    for (int c = 0; c < r->ncaps; c++) {
+        const struct cap_report *cr = &r->caps[c];
+        json_t *l = json_object();
+        json_object_set_new(l, "p50", num(cr->p50));
+        json_object_set_new(l, "p95", num(cr->p95));
+        json_object_set_new(l, "p99", num(cr->p99));
+        json_object_set_new(lat, r->cap_names[c], l);
+        json_t *s = json_object();
+        json_object_set_new(s, "p50", num(cr->sd_p50));
+        json_object_set_new(s, "p99", num(cr->sd_p99));
+        json_object_set_new(sd, r->cap_names[c], s);
+        json_object_set_new(slo, r->cap_names[c], num(cr->slo_attainment));
+        json_t *e = json_object();
+        json_object_set_new(e, "jobs", json_integer(cr->jobs));
+        json_object_set_new(e, "completed", json_integer(cr->completed));
+        json_object_set_new(e, "latency_mean", num(cr->mean));
+        json_object_set_new(e, "wait_mean", num(cr->wait_mean));
+        json_object_set_new(extra, r->cap_names[c], e);
+    }
+    json_object_set_new(o, "latency", lat);
+    json_object_set_new(o, "slowdown", sd);
+    json_object_set_new(o, "throughput_per_hour", num(r->throughput_per_hour));
+    json_object_set_new(o, "utilization", num(r->utilization));
+    json_object_set_new(o, "cache_hit_ratio", num(r->cache_hit_ratio));
+    json_object_set_new(o, "cold_loads", json_integer(r->cold_loads));
+    json_object_set_new(o, "slo_attainment", slo);
+    json_object_set_new(o, "completed", json_integer(r->completed));
+    json_object_set_new(o, "failed", json_integer(r->failed));
+    if (with_timing) {
+        json_t *d = json_object();
+        json_object_set_new(d, "p50", num(r->decision_p50_us));
+        json_object_set_new(d, "p99", num(r->decision_p99_us));
+        json_object_set_new(o, "decision_us", d);
+    }
+    json_object_set_new(o, "unfinished", json_integer(r->unfinished));
+    json_object_set_new(o, "evictions", json_integer(r->evictions));
+    json_object_set_new(o, "makespan_s", num(r->makespan_s));
+    json_object_set_new(o, "per_capability", extra);
+    return o;
+}
+
+void report_table(FILE *f, const struct report *r, int n)
+{
+    fprintf(f, "%-28s", "");
+    for (int i = 0; i < n; i++)
+        fprintf(f, " %13s", r[i].policy);
+    fprintf(f, "\n");
+#define ROW(label, expr, fmt)                                                                      \
+    do {                                                                                           \
+        fprintf(f, "%-28s", label);                                                                \
+        for (int i = 0; i < n; i++)                                                                \
+            fprintf(f, " %13" fmt, expr);                                                          \
+        fprintf(f, "\n");                                                                          \
+    } while (0)
+    for (int c = 0; c < r[0].ncaps; c++) {
+        char label[96];
+        const char *cap = r[0].cap_names[c];
+        snprintf(label, sizeof(label), "%.14s p50/p99 s", cap);
+        fprintf(f, "%-28s", label);
+        for (int i = 0; i < n; i++) {
+            char cell[32];
+            snprintf(cell, sizeof(cell), "%.1f/%.1f", r[i].caps[c].p50, r[i].caps[c].p99);
+            fprintf(f, " %13s", cell);
+        }
+        fprintf(f, "\n");
+        snprintf(label, sizeof(label), "%.14s slowdown p99", cap);
+        ROW(label, r[i].caps[c].sd_p99, ".2f");
+        snprintf(label, sizeof(label), "%.14s SLO %.0fs met", cap, r[0].caps[c].slo_s);
+        ROW(label, r[i].caps[c].slo_attainment, ".3f");
+    }
+    ROW("throughput/h", r[i].throughput_per_hour, ".0f");
+    ROW("utilization", r[i].utilization, ".3f");
+    ROW("cache hit ratio", r[i].cache_hit_ratio, ".4f");
+    ROW("cold loads", (long long)r[i].cold_loads, "lld");
+    ROW("completed", r[i].completed, "d");
+    ROW("failed", r[i].failed, "d");
+    ROW("unfinished", r[i].unfinished, "d");
+    ROW("decision p50 us", r[i].decision_p50_us, ".2f");
+    ROW("decision p99 us", r[i].decision_p99_us, ".2f");
+#undef ROW
+}

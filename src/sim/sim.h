@@ -1,0 +1,154 @@
+/* sim.h: the discrete-event simulator — simulated GPUs (slots, resident
+ * models, temperature), jobs, events, and the policy interface through which
+ * gpuq (the production core) and the baselines route jobs. Time is in
+ * simulated seconds (double); the core sees it as nanoseconds.
+ * One struct sim runs one policy over one pre-generated arrival list, so every
+ * policy sees the same jobs (arrival times, sizes, run-time draws, faults). */
+#ifndef GPUQ_SIM_SIM_H
+#define GPUQ_SIM_SIM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/heap.h"
+#include "core/sched.h"
+#include "sim/rng.h"
+#include "sim/workload.h"
+
+#define SIM_MAX_ATTEMPTS 8
+
+/* A job of the arrival list. Invariant: finish_t >= submit_t once done. */
+struct sim_job {
+    uint64_t id;
+    int cap;
+    double submit_t;
+    struct wl_size size;
+    double base_run_s;                    /* run time on a speed-1.0 GPU, unthrottled */
+    double fault_u[SIM_MAX_ATTEMPTS];     /* per-attempt draws deciding faults */
+    double fault_frac[SIM_MAX_ATTEMPTS];  /* when in the run a fault strikes */
+    double min_run_s;                     /* on the fastest GPU with the capability, warm */
+    /* outcome */
+    int attempts;
+    int last_gpu;                         /* -1: none */
+    bool done, failed;
+    double start_t, finish_t;
+    double service_s;                     /* load + run of the attempt that finished it */
+    int next;                             /* baselines: link in a GPU's FIFO (-1 = end) */
+};
+
+enum slot_phase { SLOT_IDLE = 0, SLOT_LOADING, SLOT_RUNNING, SLOT_RESTART };
+
+struct sim_slot {
+    enum slot_phase phase;
+    int job;           /* -1 when idle */
+    uint32_t gen;      /* bumped to cancel this slot's pending events */
+    double phase_end;
+    double load_s, run_s;
+    double started;
+    bool warm;
+};
+
+struct sim_resident {
+    int model;
+    double last_used;
+    bool pinned;
+};
+
+struct sim_gpu {
+    const struct wl_gpu *spec;
+    bool alive;
+    struct sim_slot *slots;
+    int busy;               /* slots not idle */
+    struct sim_resident res[SCHED_MAX_LOADED];
+    int nres;
+    int64_t free_mb;
+    double temp, temp_t;    /* temperature at time temp_t */
+    bool throttling;
+    double busy_time;       /* slot-seconds loading or running */
+    int head, tail, qlen;   /* baselines: FIFO of jobs waiting for this GPU */
+    int restarting;         /* runtime restarts in progress */
+};
+
+enum ev_type { EV_ARRIVAL, EV_PHASE_END, EV_GPU_DOWN, EV_GPU_UP, EV_TICK };
+
+struct sim_event {
+    double t;
+    uint64_t seq;
+    int type;
+    int a, b;      /* arrival: job; phase end: gpu, slot; gpu down/up: gpu */
+    uint32_t gen;
+};
+
+struct sim;
+
+/* A routing policy. Baselines keep jobs in per-GPU FIFOs or their own queue;
+ * gpuq drives the core scheduler. All hooks are optional except arrive. */
+struct policy {
+    const char *name;
+    void (*init)(struct sim *s);
+    void (*fini)(struct sim *s);
+    /* A job needs a GPU (new, or retried after a failure on last_gpu). */
+    void (*arrive)(struct sim *s, int job);
+    /* A GPU has a free slot (or came back): give it work. */
+    void (*gpu_free)(struct sim *s, int gpu);
+    /* A run ended on gpu (ok or not). */
+    void (*job_end)(struct sim *s, int job, int gpu, bool ok, double load_s, double run_s);
+    void (*gpu_down)(struct sim *s, int gpu);
+    void (*gpu_up)(struct sim *s, int gpu);
+    /* A GPU's models, temperature or health changed. */
+    void (*gpu_changed)(struct sim *s, int gpu);
+};
+
+struct sim_metrics {
+    int64_t hits, misses, cold_loads, evictions;
+    int64_t decisions;
+    double *decision_us; /* per decision wall time */
+    int64_t ndec, capdec;
+};
+
+struct sim {
+    const struct workload *wl;
+    const struct policy *pol;
+    struct rng rng;        /* policy-side randomness (load times) */
+    struct sim_job *jobs;
+    int njobs;
+    struct sim_gpu *gpus;
+    int ngpus;
+    struct heap events;
+    uint64_t seq;
+    double now;
+    double end_t;          /* hard stop */
+    int outstanding;       /* jobs neither done nor failed */
+    struct sim_metrics m;
+    void *pstate;          /* policy state */
+};
+
+/* sim_make_jobs: the arrival list of a workload (deterministic in seed). */
+struct sim_job *sim_make_jobs(const struct workload *wl, uint64_t seed, int *njobs);
+
+/* sim_run: runs pol over a copy of jobs. The caller frees with sim_fini. */
+void sim_run(struct sim *s, const struct workload *wl, const struct policy *pol,
+             const struct sim_job *jobs, int njobs, uint64_t seed);
+void sim_fini(struct sim *s);
+
+/* For policies: put job on gpu's FIFO / start what can start on gpu. */
+void sim_gpu_enqueue(struct sim *s, int gpu, int job);
+int sim_gpu_dequeue(struct sim *s, int gpu);
+/* sim_start: starts job on a free slot of gpu now (loading its model first if
+ * needed). Returns false when it cannot start now (no slot, or its model needs
+ * VRAM that running jobs hold). */
+bool sim_start(struct sim *s, int gpu, int job);
+bool sim_gpu_has_slot(const struct sim *s, int gpu);
+bool sim_gpu_has_cap(const struct sim *s, int gpu, int cap);
+bool sim_gpu_warm(const struct sim *s, int gpu, int model);
+/* Effective speed now (hardware x throttle). */
+double sim_gpu_speed(const struct sim *s, int gpu);
+double sim_gpu_temp(struct sim *s, int gpu);
+/* A retry avoids the GPU that failed it, when another alive GPU has its capability. */
+bool sim_excluded(const struct sim *s, const struct sim_job *j, int gpu);
+void sim_record_decision(struct sim *s, double us);
+
+extern const struct policy policy_gpuq, policy_rr, policy_least_loaded, policy_affinity,
+    policy_pick_worker;
+
+#endif

@@ -1,0 +1,108 @@
+/* workload.h: a simulation workload — fleet, models, capabilities, arrival
+ * process, thermal model, faults, scheduler settings — as loaded from the JSON
+ * format documented in docs/sim-workload.md. The loader validates every field
+ * and names the one it rejects. workload_destroy frees everything. */
+#ifndef GPUQ_SIM_WORKLOAD_H
+#define GPUQ_SIM_WORKLOAD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/sched.h"
+
+#define WL_MAX_SIZES 8
+#define WL_MAX_POINTS 64
+
+struct wl_model {
+    char name[SCHED_NAME_MAX];
+    int64_t vram_mb;
+    double load_lo_s, load_hi_s; /* load time uniform in [lo, hi] */
+    enum model_class cls;
+    bool pinned;                 /* pinned wherever it is preloaded */
+};
+
+struct wl_size {
+    uint32_t width, height, steps, frames;
+    double weight;
+};
+
+struct wl_cap {
+    char name[SCHED_NAME_MAX];
+    int model;            /* index into models */
+    double weight;        /* share of arrivals */
+    double run_s;         /* mean run time at ref size on a speed-1.0 GPU */
+    double cv;            /* run-time variability (lognormal), or exponential when dist_exp */
+    bool dist_exp;
+    struct wl_size ref;
+    struct wl_size sizes[WL_MAX_SIZES];
+    int nsizes;
+    double slo_s;         /* latency objective (submit to finish) */
+    enum sched_lane lane;
+};
+
+struct wl_cooling {
+    double ambient_c, rise_c, tau_s; /* equilibrium = ambient + rise x utilization */
+};
+
+struct wl_gpu {
+    char id[SCHED_NAME_MAX];
+    char gpu_class[SCHED_NAME_MAX];
+    int64_t vram_mb;
+    double speed;
+    int concurrency;
+    struct wl_cooling cooling;
+    int caps[SCHED_MAX_CAPS];
+    int ncaps;
+    int preload[SCHED_MAX_LOADED];
+    int npreload;
+};
+
+enum wl_process { WL_POISSON, WL_GAMMA, WL_TRACE };
+
+struct wl_gpu_loss {
+    int gpu;
+    double at_s, down_s;
+};
+
+struct workload {
+    char name[SCHED_NAME_MAX];
+    uint64_t seed;
+    double duration_s;
+    struct wl_model *models;
+    int nmodels;
+    struct wl_cap *caps;
+    int ncaps;
+    struct wl_gpu *gpus;
+    int ngpus;
+    /* arrivals */
+    enum wl_process process;
+    double rate_per_s, arrival_cv;
+    double diurnal_period_s;
+    double diurnal_t[WL_MAX_POINTS], diurnal_m[WL_MAX_POINTS];
+    int ndiurnal;
+    double *trace;
+    int ntrace;
+    /* thermal */
+    double throttle_c, throttle_speed;
+    /* faults */
+    double p_oom, p_stuck, p_corrupt;
+    double stuck_timeout_s, restart_s;
+    int retries;
+    struct wl_gpu_loss *losses;
+    int nlosses;
+    /* scheduler (gpuq policy) and baselines */
+    struct sched_config sched;
+    int fanout[64]; /* per capability index, 0 = none */
+    bool priors;    /* give gpuq the workload's run times as priors */
+    int affinity_max_depth;
+};
+
+/* workload_load parses path; on error returns NULL and writes a message that
+ * names the field into err. */
+struct workload *workload_load(const char *path, char *err, int errlen);
+void workload_destroy(struct workload *w);
+/* Rate multiplier of the diurnal curve at time t (1 when none). */
+double workload_diurnal(const struct workload *w, double t);
+double workload_diurnal_max(const struct workload *w);
+
+#endif
