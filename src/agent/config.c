@@ -101,11 +101,15 @@ void agent_config_defaults(struct agent_config *cfg, const char *argv0)
     cfg->qc = true;
     cfg->qc_min_variance = 4.0;
     gpu_sim_shape_default(&cfg->sim_shape);
-    /* The seeds' models: image generation ~22 GB loading in ~4.8 s, utility
-     * models of 1–2 GB. */
+    /* The seeds' models (the same names and figures as gpuqd's defaults): image
+     * generation ~22 GB loading in ~4.8 s, video 28 GB, utility models 1–2 GB.
+     * Only image-v2 is pinned, so a 32 GB GPU offers image.fast and the
+     * utilities; a [gpu.N] section can pin other models instead. */
     builtin_model(cfg, "image-v2", 22000, 4800, MODEL_GENERATION, true, "image.fast");
-    builtin_model(cfg, "upscaler", 2000, 1200, MODEL_UTILITY, false, "upscale");
-    builtin_model(cfg, "bg-remove", 1500, 900, MODEL_UTILITY, false, "bg-remove");
+    builtin_model(cfg, "image-hq", 24000, 6000, MODEL_GENERATION, false, "image.hq");
+    builtin_model(cfg, "video", 28000, 9000, MODEL_GENERATION, false, "video");
+    builtin_model(cfg, "upscale", 1500, 800, MODEL_UTILITY, false, "upscale");
+    builtin_model(cfg, "bg-remove", 1000, 600, MODEL_UTILITY, false, "bg-remove");
 }
 
 /* Parse state: the config plus whether the built-in models were replaced. */
@@ -283,7 +287,7 @@ static int model_key(struct agent_model *m, const char *key, const char *value, 
         if (split_list(value, m->caps, AGENT_MAX_CAPS, &m->ncaps, err, errlen))
             return 1;
     } else {
-        snprintf(err, errlen, "unknown setting [model %s] %s", m->name, key);
+        snprintf(err, errlen, "unknown setting [model.%s] %s", m->name, key);
         return 1;
     }
     return 0;
@@ -310,7 +314,7 @@ static int gpu_key(struct agent_config *c, struct agent_gpu_cfg *g, const char *
     if (shape_key(&g->shape, key, value, err, errlen, &known))
         return 1;
     if (!known) {
-        snprintf(err, errlen, "unknown setting [gpu] %s", key);
+        snprintf(err, errlen, "unknown setting [gpu.N] %s", key);
         return 1;
     }
     return 0;
@@ -334,17 +338,17 @@ static int on_setting(void *arg, const char *section, const char *key, const cha
         }
         return 0;
     }
-    if (strncmp(section, "model ", 6) == 0) {
+    if (strncmp(section, "model.", 6) == 0) {
         const char *name = section + 6;
         while (*name == ' ')
             name++;
         struct agent_model *m = model_section(ps, name, err, errlen);
         return m ? model_key(m, key, value, err, errlen) : 1;
     }
-    if (strncmp(section, "gpu ", 4) == 0) {
+    if (strncmp(section, "gpu.", 4) == 0) {
         long long idx;
         if (ini_int(section + 4, 0, GPU_MAX - 1, &idx)) {
-            snprintf(err, errlen, "[gpu N]: N must be 0..%d", GPU_MAX - 1);
+            snprintf(err, errlen, "[gpu.N]: N must be 0..%d", GPU_MAX - 1);
             return 1;
         }
         return gpu_key(c, &c->gpus[idx], key, value, err, errlen);
@@ -366,7 +370,7 @@ static int validate(struct agent_config *c, char *err, size_t errlen)
     for (int g = 0; g < GPU_MAX; g++)
         for (int i = 0; i < c->gpus[g].npinned; i++)
             if (!agent_config_model(c, c->gpus[g].pinned[i])) {
-                snprintf(err, errlen, "[gpu %d] pinned: unknown model %s", g,
+                snprintf(err, errlen, "[gpu.%d] pinned: unknown model %s", g,
                          c->gpus[g].pinned[i]);
                 return GPUQ_EINVAL;
             }

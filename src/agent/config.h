@@ -24,12 +24,12 @@ struct agent_model {
     int64_t vram_mb;
     int64_t load_ms;
     enum model_class cls;
-    bool pinned; /* default for every GPU; a [gpu N] pinned list overrides */
+    bool pinned; /* default for every GPU; a [gpu.N] pinned list overrides */
     char caps[AGENT_MAX_CAPS][AGENT_NAME_MAX];
     int ncaps;
 };
 
-/* Per-GPU overrides from a [gpu N] section. Zero/empty means "the default". */
+/* Per-GPU overrides from a [gpu.N] section. Zero/empty means "the default". */
 struct agent_gpu_cfg {
     char caps[AGENT_MAX_CAPS][AGENT_NAME_MAX]; /* restricts capabilities */
     int ncaps;
@@ -85,7 +85,7 @@ struct agent_worker_view {
  * table used when the file names no model); argv0 locates gpuq-sim-runtime. */
 void agent_config_defaults(struct agent_config *cfg, const char *argv0);
 /* agent_config_load reads path (INI) over the defaults. 0 or GPUQ_EINVAL/ENOENT
- * with "FILE:LINE: reason" in err. The first [model …] section replaces the
+ * with "FILE:LINE: reason" in err. The first [model.NAME] section replaces the
  * built-in model table. */
 int agent_config_load(struct agent_config *cfg, const char *path, char *err, size_t errlen);
 int agent_config_parse_string(struct agent_config *cfg, const char *text, char *err,
