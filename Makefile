@@ -29,8 +29,8 @@ asan: deps $(ASAN_BUILD)/build.ninja
 up: build
 	@scripts/up "$(BUILD)" "$(GPUQ_LISTEN)" "$(GPUQ_DATA)"
 
-test: build asan
-	@/usr/bin/python3 tests/run.py --build $(BUILD) --asan-build $(ASAN_BUILD)
+test: build asan fuzz
+	@/usr/bin/python3 tests/run.py --build $(BUILD) --asan-build $(ASAN_BUILD) --fuzz-build build-fuzz
 
 bench: build
 	@scripts/bench "$(BUILD)"
@@ -38,7 +38,7 @@ bench: build
 fuzz: deps
 	@test -f build-fuzz/build.ninja || CC=clang meson setup build-fuzz -Dfuzz=true \
 	    -Dtests=false -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
-	@ninja -C build-fuzz
+	@ninja -C build-fuzz $$(cd tests/fuzz && ls fuzz_*.c | sed 's|^|tests/fuzz/|; s|\.c$$||')
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz

@@ -110,11 +110,45 @@ def run_integration(build, tag, tally, extra):
             tally.add(name, status)
 
 
+FUZZ_SECONDS = 20
+
+
+def run_fuzzers(fuzz_build, tally):
+    """Each libFuzzer harness replays its corpus, then explores for a bounded time."""
+    import glob
+    import shutil
+    for exe in sorted(glob.glob(os.path.join(fuzz_build, "tests", "fuzz", "fuzz_*"))):
+        if not os.access(exe, os.X_OK) or exe.endswith(".p"):
+            continue
+        name = os.path.basename(exe)
+        label = f"[fuzz] {name}"
+        seeds = os.path.join(ROOT, "tests", "fuzz", "corpus", name[len("fuzz_"):].split("_")[0])
+        with tempfile.TemporaryDirectory(prefix="gpuq-fuzz-") as tmp:
+            corpus = os.path.join(tmp, "corpus")
+            if os.path.isdir(seeds):
+                shutil.copytree(seeds, corpus)
+            else:
+                os.makedirs(corpus)
+            cmd = [exe, corpus, f"-max_total_time={FUZZ_SECONDS}", "-max_len=4096",
+                   "-print_final_stats=0", f"-artifact_prefix={tmp}/"]
+            try:
+                p = subprocess.run(cmd, capture_output=True, text=True,
+                                   timeout=FUZZ_SECONDS * 4 + 60)
+                ok = p.returncode == 0
+            except subprocess.TimeoutExpired:
+                ok, p = False, None
+        tally.add(label, "pass" if ok else "fail")
+        print(("ok   " if ok else "FAIL ") + label)
+        if not ok and p is not None:
+            sys.stdout.write(p.stderr[-4000:])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     ap.add_argument("--asan-build", default="build-asan")
     ap.add_argument("--no-asan", action="store_true")
+    ap.add_argument("--fuzz-build", default=None)
     ap.add_argument("-k", dest="keyword", help="pytest -k expression")
     args = ap.parse_args()
     extra = ["-k", args.keyword] if args.keyword else []
@@ -128,6 +162,10 @@ def main():
         run_unit(build, tag, tally)
         print(f"== integration tests ({tag})", flush=True)
         run_integration(build, tag, tally, extra)
+
+    if args.fuzz_build and os.path.isdir(args.fuzz_build) and not args.keyword:
+        print("== fuzz harnesses", flush=True)
+        run_fuzzers(args.fuzz_build, tally)
 
     if tally.failures:
         print("\nFailed:")

@@ -20,7 +20,7 @@ void buf_reserve(struct buf *b, size_t extra);
 void buf_append(struct buf *b, const void *p, size_t n);
 void buf_puts(struct buf *b, const char *s);
 void buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void buf_vprintf(struct buf *b, const char *fmt, va_list ap);
+void buf_vprintf(struct buf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 /* buf_steal returns the data (caller frees) and leaves the buffer empty. */
 char *buf_steal(struct buf *b);
 

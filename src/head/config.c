@@ -35,16 +35,18 @@ static struct model_info *get_model(struct head_config *cfg, const char *name)
     m->vram_mb = 1000;
     m->load_ms = 1000;
     m->cls = MODEL_GENERATION;
+    cfg->run_s[m - cfg->models] = 1.0;
     return m;
 }
 
 static void add_model(struct head_config *cfg, const char *name, int64_t vram_mb, int64_t load_ms,
-                      enum model_class cls)
+                      enum model_class cls, double run_s)
 {
     struct model_info *m = get_model(cfg, name);
     m->vram_mb = vram_mb;
     m->load_ms = load_ms;
     m->cls = cls;
+    cfg->run_s[m - cfg->models] = run_s;
 }
 
 void config_defaults(struct head_config *cfg)
@@ -63,11 +65,11 @@ void config_defaults(struct head_config *cfg)
     cfg->ttl_ms = 15000;
     sched_config_defaults(&cfg->sched);
     /* The seeds' cluster (seed 002/003): sizes and load times of its models. */
-    add_model(cfg, "image-v2", 22000, 4800, MODEL_GENERATION);
-    add_model(cfg, "image-hq", 24000, 6000, MODEL_GENERATION);
-    add_model(cfg, "video", 28000, 9000, MODEL_GENERATION);
-    add_model(cfg, "upscale", 1500, 800, MODEL_UTILITY);
-    add_model(cfg, "bg-remove", 1000, 600, MODEL_UTILITY);
+    add_model(cfg, "image-v2", 22000, 4800, MODEL_GENERATION, 2.5);
+    add_model(cfg, "image-hq", 24000, 6000, MODEL_GENERATION, 6.0);
+    add_model(cfg, "video", 28000, 9000, MODEL_GENERATION, 75.0);
+    add_model(cfg, "upscale", 1500, 800, MODEL_UTILITY, 0.6);
+    add_model(cfg, "bg-remove", 1000, 600, MODEL_UTILITY, 0.4);
     add_cap(cfg, "image.fast", "image-v2");
     add_cap(cfg, "image.hq", "image-hq");
     add_cap(cfg, "video", "video");
@@ -114,6 +116,8 @@ static int set_model(struct head_config *cfg, const char *model, const char *sec
         SET_INT(m->vram_mb, 1, 1 << 22);
     if (!strcmp(key, "load_ms"))
         SET_INT(m->load_ms, 0, 3600000);
+    if (!strcmp(key, "run_s"))
+        SET_DOUBLE(cfg->run_s[m - cfg->models], 0.001, 86400);
     if (!strcmp(key, "class")) {
         if (!strcmp(value, "generation"))
             m->cls = MODEL_GENERATION;

@@ -39,6 +39,9 @@ struct head_config {
     struct cap_config caps[CONFIG_MAX_CAPS];
     int ncaps;
     struct model_info models[CONFIG_MAX_MODELS];
+    /* Run-time prior of models[i]: seconds for a default-size job (1024x1024,
+     * 30 steps) on a nominal GPU, until measurements replace it. */
+    double run_s[CONFIG_MAX_MODELS];
     int nmodels;
 };
 

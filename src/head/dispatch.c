@@ -491,8 +491,10 @@ struct dispatcher *dispatcher_create(struct head *h)
     struct dispatcher *d = xcalloc(1, sizeof *d);
     d->h = h;
     d->sched = sched_create(&h->cfg.sched);
-    for (int i = 0; i < h->cfg.nmodels; i++)
+    for (int i = 0; i < h->cfg.nmodels; i++) {
         sched_model_set(d->sched, &h->cfg.models[i]);
+        sched_model_prior(d->sched, h->cfg.models[i].name, h->cfg.run_s[i], 1024, 1024, 30, 0);
+    }
     pthread_mutex_init(&d->lock, NULL);
     pthread_rwlock_init(&d->sched_lock, NULL);
     pthread_condattr_t ca;
