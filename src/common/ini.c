@@ -31,7 +31,8 @@ static int parse_line(char *line, char *section, size_t section_size, const char
         return 0;
     if (*s == '[') {
         char *end = strchr(s, ']');
-        if (!end || end[1] != '\0') {
+        char *rest = end ? trim(end + 1) : NULL;
+        if (!end || (*rest != '\0' && *rest != '#' && *rest != ';')) {
             snprintf(err, errlen, "%s:%d: malformed section header", name, lineno);
             return GPUQ_EINVAL;
         }
@@ -51,7 +52,19 @@ static int parse_line(char *line, char *section, size_t section_size, const char
     }
     *eq = '\0';
     char *key = trim(s);
-    char *value = trim(eq + 1);
+    char *value = eq + 1;
+    /* An inline comment starts at '#' or ';' after a blank, outside quotes. */
+    int quoted = 0;
+    for (char *p = value; *p; p++) {
+        if (*p == '"')
+            quoted = !quoted;
+        else if (!quoted && (*p == '#' || *p == ';') && p > value &&
+                 isspace((unsigned char)p[-1])) {
+            *p = '\0';
+            break;
+        }
+    }
+    value = trim(value);
     if (*key == '\0') {
         snprintf(err, errlen, "%s:%d: empty key", name, lineno);
         return GPUQ_EINVAL;

@@ -2,7 +2,8 @@
  *
  *   # comment            ; comment
  *   [section]
- *   key = value          (value runs to end of line, surrounding blanks trimmed;
+ *   key = value          (value runs to end of line or to an inline comment — '#'
+ *                         or ';' after a blank — surrounding blanks trimmed;
  *                         optional "double quotes" are removed)
  *
  * Lines are at most 4095 bytes; keys outside any section have section "". */
