@@ -1,0 +1,557 @@
+/* test_sched.c: the scheduler's rules with scripted state and time — affinity
+ * vs cold loads by completion time, thermal penalty, measured speed, mixed
+ * VRAM, utility bursts that must not evict the generation model, late binding
+ * (moves to a GPU that frees, and off a failed one), explanations, lost
+ * workers, load-ratio tie-break, queue tiers. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "core/queue.h"
+#include "core/sched.h"
+
+#define S(x) ((int64_t)((x) * 1e9))
+
+static struct sched *mk_sched(void)
+{
+    struct sched_config cfg;
+    sched_config_defaults(&cfg);
+    struct sched *s = sched_create(&cfg);
+    struct model_info models[] = {
+        {"image-v2", 22528, 5000, MODEL_GENERATION},
+        {"image-hq", 8192, 4000, MODEL_GENERATION},
+        {"video", 28672, 10000, MODEL_GENERATION},
+        {"rembg", 1536, 1500, MODEL_UTILITY},
+    };
+    for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++)
+        assert_int_equal(sched_model_set(s, &models[i]), 0);
+    assert_int_equal(sched_model_prior(s, "image-v2", 2.5, 1024, 1024, 8, 0), 0);
+    assert_int_equal(sched_model_prior(s, "image-hq", 6.0, 1024, 1024, 30, 0), 0);
+    assert_int_equal(sched_model_prior(s, "video", 75, 0, 0, 0, 0), 0);
+    assert_int_equal(sched_model_prior(s, "rembg", 0.5, 0, 0, 0, 0), 0);
+    return s;
+}
+
+static void mk_worker(struct worker_info *w, const char *id, int64_t vram)
+{
+    memset(w, 0, sizeof(*w));
+    snprintf(w->id, sizeof(w->id), "%s", id);
+    snprintf(w->gpu_class, sizeof(w->gpu_class), "RTX 5090");
+    const char *caps[] = {"image.fast", "image.hq", "video", "rembg"};
+    for (int i = 0; i < 4; i++)
+        snprintf(w->caps[w->ncaps++], SCHED_NAME_MAX, "%s", caps[i]);
+    w->concurrency = 1;
+    w->vram_total_mb = vram;
+    w->vram_free_mb = vram;
+    w->temp_c = 50;
+    w->speed = 1.0;
+    w->healthy = true;
+}
+
+static void load(struct worker_info *w, const char *model, int64_t mb)
+{
+    struct loaded_model *lm = &w->loaded[w->nloaded++];
+    snprintf(lm->name, sizeof(lm->name), "%s", model);
+    lm->vram_mb = mb;
+    w->vram_free_mb -= mb;
+}
+
+static void mk_job(struct job_spec *j, uint64_t id, const char *cap, const char *model, int scale)
+{
+    memset(j, 0, sizeof(*j));
+    j->id = id;
+    snprintf(j->capability, sizeof(j->capability), "%s", cap);
+    snprintf(j->model, sizeof(j->model), "%s", model);
+    if (strcmp(model, "image-v2") == 0) {
+        j->width = 1024 * (uint32_t)scale;
+        j->height = 1024;
+        j->steps = 8;
+    }
+}
+
+/* Records the last placement and counts placements per worker. */
+struct rec {
+    uint64_t job;
+    char worker[SCHED_NAME_MAX];
+    struct sched_explain why;
+    int n;
+    int per_worker[4]; /* by the digit at the end of the id */
+};
+
+static void on_placed(uint64_t job, const char *worker, const struct sched_explain *why, void *arg)
+{
+    struct rec *r = arg;
+    r->job = job;
+    snprintf(r->worker, sizeof(r->worker), "%s", worker);
+    r->why = *why;
+    r->n++;
+    size_t l = strlen(worker);
+    if (l && worker[l - 1] >= '0' && worker[l - 1] <= '3')
+        r->per_worker[worker[l - 1] - '0']++;
+}
+
+static void add(struct sched *s, uint64_t id, const char *cap, const char *model, int scale,
+                int64_t now)
+{
+    struct job_spec j;
+    mk_job(&j, id, cap, model, scale);
+    j.submit_ns = now;
+    assert_int_equal(sched_job_add(s, &j, now), 0);
+}
+
+static const struct sched_candidate *cand_of(const struct sched_explain *why, const char *id)
+{
+    for (int i = 0; i < why->nkept; i++)
+        if (strcmp(why->cand[i].worker_id, id) == 0)
+            return &why->cand[i];
+    return NULL;
+}
+
+/* Two GPUs: gpu0 warm (image-v2), gpu1 empty. */
+static struct sched *warm_and_cold(void)
+{
+    struct sched *s = mk_sched();
+    struct worker_info w;
+    mk_worker(&w, "gpu0", 32768);
+    load(&w, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    mk_worker(&w, "gpu1", 32768);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    return s;
+}
+
+static void test_affinity_beats_idle_cold_when_warm_frees_sooner(void **state)
+{
+    (void)state;
+    struct sched *s = warm_and_cold();
+    struct rec r = {0};
+    uint64_t id;
+    add(s, 1, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu0");
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    /* 1.5 s later gpu0 frees in ~1 s; a load on gpu1 costs 5 s. */
+    add(s, 2, "image.fast", "image-v2", 1, S(1.5));
+    assert_int_equal(sched_dispatch(s, S(1.5), on_placed, &r), 1);
+    assert_int_equal(r.job, 2);
+    assert_string_equal(r.worker, "gpu0");
+    assert_string_equal(r.why.winner, "gpu0");
+    const struct sched_candidate *w = cand_of(&r.why, "gpu0"), *c = cand_of(&r.why, "gpu1");
+    assert_non_null(w);
+    assert_non_null(c);
+    assert_true(w->warm);
+    assert_false(c->warm);
+    assert_float_equal(w->wait_s, 1.0, 1e-6);
+    assert_float_equal(c->load_s, 5.0, 1e-6);
+    assert_true(w->score_s < c->score_s);
+    assert_non_null(strstr(r.why.reason, "warm"));
+    sched_destroy(s);
+}
+
+static void test_cold_gpu_wins_when_wait_is_longer(void **state)
+{
+    (void)state;
+    struct sched *s = warm_and_cold();
+    struct rec r = {0};
+    uint64_t id;
+    add(s, 1, "image.fast", "image-v2", 16, 0); /* 16x the pixels: ~40 s */
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu0");
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    add(s, 2, "image.fast", "image-v2", 1, S(1));
+    assert_int_equal(sched_dispatch(s, S(1), on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu1");
+    const struct sched_candidate *w = cand_of(&r.why, "gpu1");
+    assert_false(w->warm);
+    assert_float_equal(w->score_s, 5.0 + 2.5, 1e-6);
+    assert_non_null(strstr(r.why.reason, "cold load"));
+    sched_destroy(s);
+}
+
+static void test_hot_gpu_penalized_and_throttled_speed_used(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    struct worker_info a, b;
+    mk_worker(&a, "gpu0", 32768);
+    load(&a, "image-v2", 22528);
+    mk_worker(&b, "gpu1", 32768);
+    load(&b, "image-v2", 22528);
+    a.temp_c = 85;
+    assert_int_equal(sched_worker_update(s, &a, 0), 0);
+    assert_int_equal(sched_worker_update(s, &b, 0), 0);
+    struct rec r = {0};
+    uint64_t id;
+    /* Both busy with a 2.5 s job since t=0. */
+    add(s, 1, "image.fast", "image-v2", 1, 0);
+    add(s, 2, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 2);
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    assert_int_equal(sched_take(s, "gpu1", 0, &id), 0);
+    add(s, 3, "image.fast", "image-v2", 1, S(1));
+    assert_int_equal(sched_dispatch(s, S(1), on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu1");
+    const struct sched_candidate *hot = cand_of(&r.why, "gpu0");
+    assert_float_equal(hot->thermal_factor, 2.0, 1e-9);
+    assert_float_equal(hot->score_s, 1.5 * 2 + 2.5, 1e-6);
+
+    /* Idle, both warm: the throttled GPU's measured speed lengthens its run. */
+    struct sched *s2 = mk_sched();
+    a.temp_c = 84;
+    a.throttling = true;
+    a.speed = 0.8;
+    assert_int_equal(sched_worker_update(s2, &a, 0), 0);
+    assert_int_equal(sched_worker_update(s2, &b, 0), 0);
+    struct rec r2 = {0};
+    add(s2, 1, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s2, 0, on_placed, &r2), 1);
+    assert_string_equal(r2.worker, "gpu1");
+    assert_float_equal(cand_of(&r2.why, "gpu0")->run_s, 2.5 / 0.8, 1e-6);
+    sched_destroy(s2);
+    sched_destroy(s);
+}
+
+static void test_mixed_vram_eviction_and_filter(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    struct worker_info a, b;
+    mk_worker(&a, "gpu0", 32768);
+    load(&a, "video", 28672); /* image-v2 (22 GB) cannot share with it */
+    mk_worker(&b, "gpu1", 16384); /* too small for image-v2 at all */
+    assert_int_equal(sched_worker_update(s, &a, 0), 0);
+    assert_int_equal(sched_worker_update(s, &b, 0), 0);
+    struct rec r = {0};
+    add(s, 1, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu0");
+    assert_int_equal(r.why.filtered_vram, 1);
+    assert_int_equal(r.why.ncandidates, 1);
+    const struct sched_candidate *c = &r.why.cand[0];
+    assert_false(c->warm);
+    assert_int_equal(c->evictions, 1);
+    assert_float_equal(c->load_s, 5.0, 1e-6);
+    /* Evicting the video model costs its reload in the score. */
+    assert_float_equal(c->evict_penalty_s, 10.0, 1e-6);
+    /* The core mirrors the agent: after the take, video is gone, image-v2 resident. */
+    uint64_t id;
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    add(s, 2, "video", "video", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_false(r.why.cand[0].warm);
+    sched_destroy(s);
+}
+
+static void test_utility_burst_does_not_evict_generation_model(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    struct worker_info a, b;
+    mk_worker(&a, "gpu0", 32768);
+    load(&a, "image-v2", 22528);
+    load(&a, "image-hq", 8192);
+    a.vram_free_mb = 1000; /* full: a utility needs a generation model gone */
+    mk_worker(&b, "gpu1", 32768);
+    load(&b, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &a, 0), 0);
+    assert_int_equal(sched_worker_update(s, &b, 0), 0);
+    for (uint64_t i = 1; i <= 8; i++)
+        add(s, i, "rembg", "rembg", 1, 0);
+    struct rec r = {0};
+    int64_t now = 0;
+    int done = 0;
+    for (int round = 0; round < 20 && done < 8; round++) {
+        sched_dispatch(s, now, on_placed, &r);
+        uint64_t id;
+        assert_int_equal(sched_take(s, "gpu0", now, &id), GPUQ_EAGAIN);
+        if (sched_take(s, "gpu1", now, &id) == 0) {
+            now += S(round == 0 ? 2.0 : 0.5); /* first run pays the 1.5 s load */
+            assert_int_equal(
+                sched_job_finished(s, id, true, round == 0 ? S(1.5) : 0, S(0.5), now), 0);
+            done++;
+        }
+    }
+    assert_int_equal(done, 8);
+    assert_int_equal(r.per_worker[0], 0);
+    assert_int_equal(r.per_worker[1], 8);
+    struct sched_stats st;
+    sched_stats(s, &st);
+    assert_true(st.holds > 0);
+    sched_destroy(s);
+}
+
+static void test_late_binding_moves_to_a_gpu_that_frees(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    struct worker_info a, b;
+    mk_worker(&a, "gpu0", 32768);
+    load(&a, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &a, 0), 0);
+    struct rec r = {0};
+    uint64_t id;
+    add(s, 1, "image.fast", "image-v2", 16, 0);
+    add(s, 2, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 2);
+    assert_int_equal(r.job, 2);
+    assert_string_equal(r.worker, "gpu0"); /* behind the 40 s job: the only GPU */
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    assert_int_equal(id, 1);
+    /* A warm GPU joins: the placed job moves to it before starting. */
+    mk_worker(&b, "gpu1", 32768);
+    load(&b, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &b, S(1)), 0);
+    assert_int_equal(sched_dispatch(s, S(1), on_placed, &r), 1);
+    assert_int_equal(r.job, 2);
+    assert_string_equal(r.worker, "gpu1");
+    assert_non_null(strstr(r.why.reason, "late binding"));
+    assert_int_equal(sched_take(s, "gpu1", S(1), &id), 0);
+    assert_int_equal(id, 2);
+    struct sched_stats st;
+    sched_stats(s, &st);
+    assert_int_equal(st.moves, 1);
+    sched_destroy(s);
+}
+
+static void test_late_binding_off_a_failed_gpu(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    struct worker_info a, b;
+    mk_worker(&a, "gpu0", 32768);
+    load(&a, "image-v2", 22528);
+    mk_worker(&b, "gpu1", 32768);
+    assert_int_equal(sched_worker_update(s, &a, 0), 0);
+    assert_int_equal(sched_worker_update(s, &b, 0), 0);
+    struct rec r = {0};
+    add(s, 1, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu0");
+    /* gpu0 turns unhealthy before taking it: the job goes back and on to gpu1. */
+    a.healthy = false;
+    assert_int_equal(sched_worker_update(s, &a, S(0.1)), 0);
+    struct sched_stats st;
+    sched_stats(s, &st);
+    assert_int_equal(st.queued, 1);
+    assert_int_equal(st.placed, 0);
+    assert_int_equal(sched_dispatch(s, S(0.1), on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu1");
+    assert_int_equal(r.why.filtered_unhealthy, 1);
+    sched_destroy(s);
+}
+
+static void on_lost(uint64_t id, void *arg)
+{
+    uint64_t *out = arg;
+    *out = id;
+}
+
+static void test_worker_remove_reports_running_requeues_placed(void **state)
+{
+    (void)state;
+    struct sched *s = warm_and_cold();
+    struct rec r = {0};
+    uint64_t id, lost = 0;
+    add(s, 1, "image.fast", "image-v2", 1, 0);
+    add(s, 2, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 2);
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    assert_int_equal(id, 1);
+    struct sched_stats st;
+    sched_stats(s, &st);
+    assert_int_equal(st.running, 1);
+    assert_int_equal(sched_worker_remove(s, "gpu0", S(1), on_lost, &lost), 0);
+    assert_int_equal(lost, 1);
+    sched_stats(s, &st);
+    assert_int_equal(st.running, 0);
+    assert_int_equal(st.workers, 1);
+    assert_int_equal(st.queued + st.placed, 1);
+    /* The lost job may come back (retry) under the same id, avoiding gpu0. */
+    struct job_spec j;
+    mk_job(&j, 1, "image.fast", "image-v2", 1);
+    snprintf(j.exclude_worker, sizeof(j.exclude_worker), "gpu0");
+    assert_int_equal(sched_job_add(s, &j, S(1)), 0);
+    assert_int_equal(sched_job_add(s, &j, S(1)), GPUQ_EEXIST);
+    sched_dispatch(s, S(1), on_placed, &r);
+    assert_int_equal(sched_take(s, "gpu1", S(1), &id), 0);
+    assert_int_equal(sched_worker_remove(s, "nope", 0, NULL, NULL), GPUQ_ENOENT);
+    sched_destroy(s);
+}
+
+static void test_explanation_lists_every_candidate(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    struct worker_info w;
+    for (int i = 0; i < 7; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "g%d", i);
+        mk_worker(&w, id, 32768);
+        if (i % 2 == 0)
+            load(&w, "image-v2", 22528);
+        w.temp_c = 60 + i * 4;
+        if (i == 5)
+            w.healthy = false;
+        if (i == 6) {
+            w.ncaps = 1;
+            snprintf(w.caps[0], SCHED_NAME_MAX, "video");
+        }
+        assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    }
+    struct rec r = {0};
+    add(s, 1, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_int_equal(r.why.job_id, 1);
+    assert_int_equal(r.why.ncandidates, 5);
+    assert_int_equal(r.why.nkept, 5);
+    assert_int_equal(r.why.filtered_unhealthy, 1);
+    assert_int_equal(r.why.filtered_capability, 1);
+    for (int i = 0; i < 5; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "g%d", i);
+        assert_non_null(cand_of(&r.why, id));
+        if (i > 0)
+            assert_true(r.why.cand[i - 1].score_s <= r.why.cand[i].score_s);
+    }
+    assert_string_equal(r.why.winner, r.why.cand[0].worker_id);
+    assert_true(r.why.cand[0].warm);
+    assert_true(strlen(r.why.reason) > 0);
+    /* Nothing can take a capability no GPU has: the job stays queued, explained. */
+    add(s, 2, "audio", "", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 0);
+    struct sched_stats st;
+    sched_stats(s, &st);
+    assert_int_equal(st.queued, 1);
+    sched_destroy(s);
+}
+
+static void test_load_ratio_breaks_ties(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    struct worker_info a, b;
+    mk_worker(&a, "gpu0", 32768);
+    load(&a, "image-v2", 22528);
+    a.concurrency = 2;
+    mk_worker(&b, "gpu1", 32768);
+    load(&b, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &a, 0), 0);
+    assert_int_equal(sched_worker_update(s, &b, 0), 0);
+    struct rec r = {0};
+    uint64_t id;
+    add(s, 1, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu0"); /* full tie: registration order */
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    /* gpu0 has a free slot (same completion time) but load ratio 0.5 vs 0. */
+    add(s, 2, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu1");
+    assert_non_null(strstr(r.why.reason, "tie"));
+    sched_destroy(s);
+}
+
+static void test_estimates_learn_from_finished_runs(void **state)
+{
+    (void)state;
+    struct sched *s = warm_and_cold();
+    struct job_spec j;
+    mk_job(&j, 99, "image.fast", "image-v2", 1);
+    assert_float_equal(sched_estimate_cost(s, &j), 2.5, 1e-9);
+    uint64_t id;
+    int64_t now = 0;
+    for (uint64_t i = 1; i <= 30; i++) {
+        add(s, i, "image.fast", "image-v2", 1, now);
+        sched_dispatch(s, now, NULL, NULL);
+        assert_int_equal(sched_take(s, "gpu0", now, &id), 0);
+        now += S(4);
+        assert_int_equal(sched_job_finished(s, id, true, 0, S(4), now), 0);
+    }
+    assert_float_equal(sched_estimate_cost(s, &j), 4.0, 0.05);
+    /* Twice the pixels: twice the estimate. */
+    mk_job(&j, 100, "image.fast", "image-v2", 2);
+    assert_float_equal(sched_estimate_cost(s, &j), 8.0, 0.1);
+    double st, fin;
+    add(s, 200, "image.fast", "image-v2", 1, now);
+    sched_dispatch(s, now, NULL, NULL);
+    assert_int_equal(sched_job_eta(s, 200, now, &st, &fin), 0);
+    assert_float_equal(st, 0, 1e-9);
+    assert_float_equal(fin, 4.0, 0.05);
+    assert_int_equal(sched_job_finished(s, 200, true, 0, 1, now), GPUQ_ECONFLICT);
+    assert_int_equal(sched_job_cancel(s, 200, now), 0);
+    assert_int_equal(sched_job_cancel(s, 200, now), GPUQ_ENOENT);
+    sched_destroy(s);
+}
+
+static void test_queue_paid_first_free_not_starved(void **state)
+{
+    (void)state;
+    struct job_queue q;
+    job_queue_init(&q, 4);
+    struct sjob jobs[12];
+    memset(jobs, 0, sizeof(jobs));
+    for (int i = 0; i < 12; i++) {
+        jobs[i].spec.id = (uint64_t)i;
+        jobs[i].spec.tier = i < 8 ? SCHED_TIER_PAID : SCHED_TIER_FREE;
+        jobs[i].spec.lane = SCHED_LANE_INTERACTIVE;
+        job_queue_push(&q, &jobs[i]);
+    }
+    struct sjob batch;
+    memset(&batch, 0, sizeof(batch));
+    batch.spec.id = 100;
+    batch.spec.lane = SCHED_LANE_BATCH;
+    job_queue_push(&q, &batch);
+    int order[13];
+    for (int i = 0; i < 13; i++) {
+        struct sjob *j = job_queue_peek(&q);
+        order[i] = (int)j->spec.id;
+        job_queue_served(&q, j);
+    }
+    assert_null(job_queue_peek(&q));
+    /* Three paid, one free, three paid, one free..., batch last. */
+    int want[13] = {0, 1, 2, 8, 3, 4, 5, 9, 6, 7, 10, 11, 100};
+    for (int i = 0; i < 13; i++)
+        assert_int_equal(order[i], want[i]);
+}
+
+static void test_bad_input(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    struct worker_info w;
+    mk_worker(&w, "gpu0", 32768);
+    w.concurrency = 0;
+    assert_int_equal(sched_worker_update(s, &w, 0), GPUQ_EINVAL);
+    struct job_spec j;
+    mk_job(&j, 1, "", "image-v2", 1);
+    assert_int_equal(sched_job_add(s, &j, 0), GPUQ_EINVAL);
+    uint64_t id;
+    assert_int_equal(sched_take(s, "ghost", 0, &id), GPUQ_ENOENT);
+    assert_int_equal(sched_job_finished(s, 42, true, 0, 0, 0), GPUQ_ENOENT);
+    sched_destroy(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_affinity_beats_idle_cold_when_warm_frees_sooner),
+        cmocka_unit_test(test_cold_gpu_wins_when_wait_is_longer),
+        cmocka_unit_test(test_hot_gpu_penalized_and_throttled_speed_used),
+        cmocka_unit_test(test_mixed_vram_eviction_and_filter),
+        cmocka_unit_test(test_utility_burst_does_not_evict_generation_model),
+        cmocka_unit_test(test_late_binding_moves_to_a_gpu_that_frees),
+        cmocka_unit_test(test_late_binding_off_a_failed_gpu),
+        cmocka_unit_test(test_worker_remove_reports_running_requeues_placed),
+        cmocka_unit_test(test_explanation_lists_every_candidate),
+        cmocka_unit_test(test_load_ratio_breaks_ties),
+        cmocka_unit_test(test_estimates_learn_from_finished_runs),
+        cmocka_unit_test(test_queue_paid_first_free_not_starved),
+        cmocka_unit_test(test_bad_input),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
