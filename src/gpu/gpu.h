@@ -74,7 +74,7 @@ struct gpu_sim_shape {
     char name[GPU_NAME_MAX];
     int64_t vram_mb;     /* default 32607 (RTX 5090) */
     double ambient_c;    /* idle temperature; default 35 */
-    double heat_c;       /* rise at full load; default 45 */
+    double heat_c;       /* rise at full load; default 40 (75 °C: no throttling) */
     double tau_s;        /* thermal time constant; default 20 */
     double throttle_c;   /* throttles at/above; default 83 */
     double idle_w, max_w; /* power; default 30 / 575 */

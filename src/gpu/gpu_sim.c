@@ -26,7 +26,7 @@ void gpu_sim_shape_default(struct gpu_sim_shape *s)
     snprintf(s->name, sizeof s->name, "Simulated GeForce RTX 5090");
     s->vram_mb = 32607;
     s->ambient_c = 35;
-    s->heat_c = 45;
+    s->heat_c = 40; /* 75 °C at full load: the seed's cooled cluster */
     s->tau_s = 20;
     s->throttle_c = 83;
     s->idle_w = 30;
