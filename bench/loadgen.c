@@ -584,9 +584,10 @@ int main(int argc, char **argv)
         goto out;
     }
     report(window_s);
-    if (st.submits_ok == 0) {
-        fprintf(stderr, "gpuq-loadgen: no submit succeeded%s%s\n", st.last_error[0] ? ": " : "",
-                st.last_error);
+    if ((cfg.mode == MODE_SUBMIT ? st.submits_ok : st.jobs_succeeded) == 0) {
+        fprintf(stderr, "gpuq-loadgen: no %s inside the measurement window%s%s\n",
+                cfg.mode == MODE_SUBMIT ? "submit succeeded" : "job succeeded",
+                st.last_error[0] ? ": " : "", st.last_error);
         rc = 1;
     }
 out:
