@@ -55,6 +55,7 @@ struct dispatcher {
     pthread_cond_t wake;
     struct dmsg *head, *tail;
     bool stopping;
+    bool idle;                   /* the thread waits on wake */
     /* dispatcher thread only: */
     struct poller *pollers;
     int64_t next_expiry_ns;
@@ -93,7 +94,8 @@ static void post(struct dispatcher *d, struct dmsg *m)
     else
         d->head = m;
     d->tail = m;
-    pthread_cond_signal(&d->wake);
+    if (d->idle)
+        pthread_cond_signal(&d->wake);
     pthread_mutex_unlock(&d->lock);
 }
 
@@ -432,11 +434,7 @@ static void publish(struct dispatcher *d)
 {
     struct sched_stats st;
     sched_stats(d->sched, &st);
-    struct worker_rec *ws = xcalloc(1024, sizeof *ws);
-    int n = registry_list(d->h->registry, ws, 1024), ready = 0;
-    for (int i = 0; i < n; i++)
-        ready += ws[i].state == WORKER_READY && !ws[i].drain_requested;
-    free(ws);
+    int ready = registry_count_ready(d->h->registry);
     pthread_mutex_lock(&d->lock);
     d->stats.sched = st;
     d->stats.ready_workers = ready;
@@ -452,7 +450,9 @@ static void *dispatcher_main(void *arg)
         if (!d->head) {
             int64_t wake = clock_mono_ns() + TICK_NS;
             struct timespec ts = {.tv_sec = wake / NS_PER_S, .tv_nsec = wake % NS_PER_S};
+            d->idle = true;
             pthread_cond_timedwait(&d->wake, &d->lock, &ts);
+            d->idle = false;
         }
         struct dmsg *batch = d->head;
         d->head = d->tail = NULL;

@@ -188,6 +188,16 @@ int registry_count(struct registry *r)
     return n;
 }
 
+int registry_count_ready(struct registry *r)
+{
+    pthread_mutex_lock(&r->lock);
+    int n = 0;
+    for (int i = 0; i < r->n; i++)
+        n += r->v[i]->state == WORKER_READY && !r->v[i]->drain_requested;
+    pthread_mutex_unlock(&r->lock);
+    return n;
+}
+
 int registry_expire(struct registry *r, int64_t now_ns, int64_t ttl_ns,
                     char (*ids)[SCHED_NAME_MAX], int max)
 {

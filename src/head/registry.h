@@ -86,6 +86,8 @@ int registry_get(struct registry *r, const char *id, struct worker_rec *out);
 /* Copies up to max workers; returns the count. */
 int registry_list(struct registry *r, struct worker_rec *out, int max);
 int registry_count(struct registry *r);
+/* Workers ready for work (not warming, not draining). */
+int registry_count_ready(struct registry *r);
 /* Ids of workers silent since before now - ttl_ns (up to max); they are removed. */
 int registry_expire(struct registry *r, int64_t now_ns, int64_t ttl_ns,
                     char (*ids)[SCHED_NAME_MAX], int max);

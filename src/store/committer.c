@@ -16,7 +16,7 @@ struct committer {
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t work;   /* signalled when ops arrive or on stop */
-    pthread_cond_t done;   /* broadcast after each batch */
+    bool idle;             /* the thread waits on work */
     struct commit_op *head, *tail;
     bool stopping;
     struct committer_stats stats;
@@ -79,17 +79,12 @@ static void run_batch(struct committer *c, struct commit_op *batch, int n)
             c->stats.failed_ops++;
             pthread_mutex_unlock(&c->lock);
         }
-        if (op->done) {
+        /* One targeted wake-up per waiter: no herd on a shared condition. */
+        if (op->done)
             op->done(op, op->rc);
-        } else {
-            pthread_mutex_lock(&c->lock);
-            op->finished = true;
-            pthread_mutex_unlock(&c->lock);
-        }
+        else
+            sem_post(&op->finished);
     }
-    pthread_mutex_lock(&c->lock);
-    pthread_cond_broadcast(&c->done);
-    pthread_mutex_unlock(&c->lock);
 }
 
 static void *committer_main(void *arg)
@@ -97,8 +92,11 @@ static void *committer_main(void *arg)
     struct committer *c = arg;
     pthread_mutex_lock(&c->lock);
     for (;;) {
-        while (!c->head && !c->stopping)
+        while (!c->head && !c->stopping) {
+            c->idle = true;
             pthread_cond_wait(&c->work, &c->lock);
+            c->idle = false;
+        }
         if (!c->head && c->stopping)
             break;
         struct commit_op *batch = c->head, *last = batch;
@@ -125,7 +123,6 @@ struct committer *committer_create(struct store *s)
     c->store = s;
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->work, NULL);
-    pthread_cond_init(&c->done, NULL);
     if (pthread_create(&c->thread, NULL, committer_main, c) != 0) {
         log_error(MOD, "cannot start the committer thread");
         abort();
@@ -144,29 +141,30 @@ void committer_destroy(struct committer *c)
     pthread_join(c->thread, NULL);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->work);
-    pthread_cond_destroy(&c->done);
     free(c);
 }
 
 static void enqueue(struct committer *c, struct commit_op *op)
 {
     op->next = NULL;
-    op->finished = false;
     op->rc = 0;
+    if (!op->done)
+        sem_init(&op->finished, 0, 0);
     if (c->tail)
         c->tail->next = op;
     else
         c->head = op;
     c->tail = op;
-    pthread_cond_signal(&c->work);
+    if (c->idle)
+        pthread_cond_signal(&c->work);
 }
 
 int committer_wait(struct committer *c, struct commit_op *op)
 {
-    pthread_mutex_lock(&c->lock);
-    while (!op->finished)
-        pthread_cond_wait(&c->done, &c->lock);
-    pthread_mutex_unlock(&c->lock);
+    (void)c;
+    while (sem_wait(&op->finished) != 0)
+        ;
+    sem_destroy(&op->finished);
     return op->rc;
 }
 

@@ -9,6 +9,7 @@
 #ifndef GPUQ_STORE_COMMITTER_H
 #define GPUQ_STORE_COMMITTER_H
 
+#include <semaphore.h>
 #include <stdbool.h>
 
 #include "store/store.h"
@@ -22,7 +23,7 @@ struct commit_op {
     void *arg;
     /* private */
     int rc;
-    bool finished;
+    sem_t finished;            /* posted once, for ops waited on with committer_wait */
     struct commit_op *next;
 };
 
