@@ -221,6 +221,17 @@ static int send_line(struct worker *w, struct buf *b)
     return rc;
 }
 
+static void runtime_lost(struct worker *w, const char *cls, const char *why);
+
+/* A write to the runtime failed: it is not reading (hang) or it is gone (crash). */
+static void write_failed(struct worker *w, int rc)
+{
+    if (rc == GPUQ_EAGAIN)
+        runtime_lost(w, "hang", "not reading its input");
+    else
+        runtime_lost(w, "crash", "the runtime exited (its input is closed)");
+}
+
 static void spawn_runtime(struct worker *w)
 {
     const struct agent_config *c = cfg_of(w);
@@ -319,7 +330,7 @@ static void start_run(struct worker *w, struct job *j, bool hit)
     int rc = send_line(w, &b);
     buf_fini(&b);
     if (rc != 0)
-        runtime_lost(w, "hang", "not reading its input");
+        write_failed(w, rc);
 }
 
 static void start_load(struct worker *w, struct job *j, const struct agent_model *m)
@@ -359,7 +370,7 @@ static void start_load(struct worker *w, struct job *j, const struct agent_model
     rc = send_line(w, &b);
     buf_fini(&b);
     if (rc != 0) {
-        runtime_lost(w, "hang", "not reading its input");
+        write_failed(w, rc);
         return;
     }
     if (!j->warmup) {
@@ -721,9 +732,10 @@ static void take_inbox(struct worker *w, bool *drain)
                 struct buf b;
                 buf_init(&b);
                 rt_fmt_cancel(&b, j->rid);
-                if (send_line(w, &b) != 0) {
+                int rc = send_line(w, &b);
+                if (rc != 0) {
                     buf_fini(&b);
-                    runtime_lost(w, "hang", "not reading its input");
+                    write_failed(w, rc);
                     break;
                 }
                 buf_fini(&b);
@@ -767,7 +779,7 @@ static void check_timers(struct worker *w, int64_t now)
         int rc = send_line(w, &b);
         buf_fini(&b);
         if (rc != 0)
-            runtime_lost(w, "hang", "not reading its input");
+            write_failed(w, rc);
     }
 }
 
