@@ -1,14 +1,19 @@
-/* http.c: libmicrohttpd glue (see http.h). */
+/* http.c: libmicrohttpd glue (see http.h): an epoll thread pool with
+ * suspend/resume for deferred answers and waiting streams. */
 #include "api/http.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "common/alloc.h"
 #include "common/err.h"
@@ -20,9 +25,14 @@ struct http_server {
     struct MHD_Daemon *mhd;
     struct http_options opt;
     int port;
+    /* Connections suspended now: MHD must not be stopped with any. */
+    pthread_mutex_t lock;
+    pthread_cond_t idle;
+    int suspended;
 };
 
-/* Per-request state, from the first call of the access handler to completion. */
+/* Per-request state, from the first call of the access handler until MHD is
+ * done with the connection's request and every holder released it. */
 struct http_req {
     struct http_server *srv;
     struct MHD_Connection *conn;
@@ -30,8 +40,90 @@ struct http_req {
     const char *url;
     struct buf body;
     int64_t limit;
-    int too_large;
+    bool too_large;
+    bool handled;          /* the handler ran */
+    bool deferred;         /* answered later through http_resume */
+    bool sent;             /* a response was queued */
+    bool finished;         /* finish ran */
+    void (*finish)(void *arg, struct http_resp *resp);
+    void *finish_arg;
+    atomic_int refs;       /* MHD's one + holders' */
+    struct http_resp resp;
+    pthread_mutex_t lock;  /* stream wake-ups */
+    bool stream_suspended;
+    bool wake_pending;
 };
+
+static void resp_init(struct http_resp *resp);
+static void resp_fini(struct http_resp *resp);
+
+void http_req_hold(struct http_req *req)
+{
+    atomic_fetch_add(&req->refs, 1);
+}
+
+void http_req_release(struct http_req *req)
+{
+    if (atomic_fetch_sub(&req->refs, 1) != 1)
+        return;
+    resp_fini(&req->resp);
+    buf_fini(&req->body);
+    pthread_mutex_destroy(&req->lock);
+    free(req);
+}
+
+static void count_suspended(struct http_server *srv, int delta)
+{
+    pthread_mutex_lock(&srv->lock);
+    srv->suspended += delta;
+    if (srv->suspended == 0)
+        pthread_cond_broadcast(&srv->idle);
+    pthread_mutex_unlock(&srv->lock);
+}
+
+void http_defer(struct http_req *req, void (*finish)(void *arg, struct http_resp *resp),
+                void *arg)
+{
+    req->deferred = true;
+    req->finish = finish;
+    req->finish_arg = arg;
+    count_suspended(req->srv, 1);
+    MHD_suspend_connection(req->conn);
+}
+
+static void run_finish(struct http_req *req)
+{
+    if (req->finished)
+        return;
+    req->finished = true;
+    if (req->finish)
+        req->finish(req->finish_arg, &req->resp);
+}
+
+struct http_resp *http_req_resp(struct http_req *req)
+{
+    return &req->resp;
+}
+
+void http_resume(struct http_req *req)
+{
+    struct http_server *srv = req->srv; /* req may be gone once resumed */
+    MHD_resume_connection(req->conn);
+    count_suspended(srv, -1);
+}
+
+void http_stream_wake(struct http_req *req)
+{
+    pthread_mutex_lock(&req->lock);
+    if (req->stream_suspended) {
+        req->stream_suspended = false;
+        MHD_resume_connection(req->conn);
+        count_suspended(req->srv, -1);
+    } else {
+        req->wake_pending = true;
+    }
+    pthread_mutex_unlock(&req->lock);
+}
 
 const char *http_method(const struct http_req *r)
 {
@@ -70,9 +162,11 @@ void http_resp_header(struct http_resp *resp, const char *name, const char *fmt,
     resp->header_names[resp->nheaders++] = name;
 }
 
-/* Streams: MHD pulls; we hand out bytes from a buffer that next() refills. */
+/* Streams: MHD pulls; we hand out bytes from a buffer that next() refills.
+ * With nothing to send, the connection is suspended until http_stream_wake. */
 struct stream_state {
     struct http_stream s;
+    struct http_req *req; /* held */
     struct buf pending;
     size_t off;
     int ended;
@@ -87,11 +181,25 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *out, size_t max)
             return MHD_CONTENT_READER_END_OF_STREAM;
         buf_reset(&st->pending);
         st->off = 0;
-        int rc = st->s.next(st->s.arg, &st->pending);
+        int rc = st->s.next(st->s.arg, st->req, &st->pending);
         if (rc < 0)
             return MHD_CONTENT_READER_END_WITH_ERROR;
-        if (rc == 1)
+        if (rc == HTTP_STREAM_END)
             st->ended = 1;
+        if (rc == HTTP_STREAM_WAIT && st->pending.len == 0) {
+            struct http_req *req = st->req;
+            pthread_mutex_lock(&req->lock);
+            if (req->wake_pending) {
+                req->wake_pending = false;
+                pthread_mutex_unlock(&req->lock);
+                continue;
+            }
+            req->stream_suspended = true;
+            count_suspended(req->srv, 1);
+            MHD_suspend_connection(req->conn);
+            pthread_mutex_unlock(&req->lock);
+            return 0;
+        }
     }
     size_t n = st->pending.len - st->off;
     if (n > max)
@@ -107,15 +215,21 @@ static void stream_free(void *cls)
     if (st->s.free)
         st->s.free(st->s.arg);
     buf_fini(&st->pending);
+    http_req_release(st->req);
     free(st);
 }
 
-static enum MHD_Result send_resp(struct MHD_Connection *conn, struct http_resp *resp)
+static enum MHD_Result send_resp(struct http_req *req)
 {
+    struct MHD_Connection *conn = req->conn;
+    struct http_resp *resp = &req->resp;
     struct MHD_Response *r;
+    req->sent = true;
     if (resp->stream.next) {
         struct stream_state *st = xcalloc(1, sizeof *st);
         st->s = resp->stream;
+        st->req = req;
+        http_req_hold(req);
         buf_init(&st->pending);
         r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_reader, st,
                                               stream_free);
@@ -150,19 +264,16 @@ static void resp_fini(struct http_resp *resp)
         resp->stream.free(resp->stream.arg);
 }
 
-static enum MHD_Result send_too_large(struct MHD_Connection *conn, int64_t limit)
+static enum MHD_Result send_too_large(struct http_req *req)
 {
-    struct http_resp resp;
-    resp_init(&resp);
-    resp.status = 413;
-    resp.content_type = "application/json";
-    buf_printf(&resp.body,
+    struct http_resp *resp = &req->resp;
+    resp->status = 413;
+    resp->content_type = "application/json";
+    buf_printf(&resp->body,
                "{\"error\":{\"code\":\"too_large\",\"message\":\"request body exceeds %lld bytes\","
                "\"field\":\"body\"}}",
-               (long long)limit);
-    enum MHD_Result ret = send_resp(conn, &resp);
-    resp_fini(&resp);
-    return ret;
+               (long long)req->limit);
+    return send_resp(req);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -178,6 +289,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         req->conn = conn;
         req->method = method;
         req->url = url;
+        atomic_init(&req->refs, 1);
+        pthread_mutex_init(&req->lock, NULL);
+        resp_init(&req->resp);
         buf_init(&req->body);
         req->limit = srv->opt.body_limit(srv->opt.app, method, url);
         *con_cls = req;
@@ -195,14 +309,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_size = 0;
         return MHD_YES;
     }
+    if (req->sent)
+        return MHD_YES;
     if (req->too_large)
-        return send_too_large(conn, req->limit);
-    struct http_resp resp;
-    resp_init(&resp);
-    srv->opt.handler(srv->opt.app, req, &resp);
-    enum MHD_Result ret = send_resp(conn, &resp);
-    resp_fini(&resp);
-    return ret;
+        return send_too_large(req);
+    if (req->handled) { /* resumed: the deferred answer is ready */
+        run_finish(req);
+        return send_resp(req);
+    }
+    req->handled = true;
+    srv->opt.handler(srv->opt.app, req, &req->resp);
+    if (req->deferred)
+        return MHD_YES;
+    return send_resp(req);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -214,9 +333,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     struct http_req *req = *con_cls;
     if (!req)
         return;
-    buf_fini(&req->body);
-    free(req);
     *con_cls = NULL;
+    if (req->deferred) /* the client left before its answer was sent: let the owner free */
+        run_finish(req);
+    http_req_release(req);
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -230,15 +350,24 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     log_debug(MOD, "%s", msg);
 }
 
+static void server_free(struct http_server *srv)
+{
+    pthread_mutex_destroy(&srv->lock);
+    pthread_cond_destroy(&srv->idle);
+    free(srv);
+}
+
 int http_start(const struct http_options *opt, struct http_server **out, char *err, size_t errlen)
 {
     struct http_server *srv = xcalloc(1, sizeof *srv);
     srv->opt = *opt;
+    pthread_mutex_init(&srv->lock, NULL);
+    pthread_cond_init(&srv->idle, NULL);
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
     socklen_t slen;
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_EPOLL | MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
     if (inet_pton(AF_INET, opt->host, &a4->sin_addr) == 1) {
@@ -252,7 +381,7 @@ int http_start(const struct http_options *opt, struct http_server **out, char *e
         flags |= MHD_USE_IPv6;
     } else {
         snprintf(err, errlen, "listen: '%s' is not a numeric IPv4 or IPv6 address", opt->host);
-        free(srv);
+        server_free(srv);
         return GPUQ_EINVAL;
     }
     (void)slen;
@@ -260,13 +389,13 @@ int http_start(const struct http_options *opt, struct http_server **out, char *e
         flags, (uint16_t)opt->port, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, &ss,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)opt->connection_timeout_s,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)opt->max_connections,
-        MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(opt->threads > 0 ? opt->threads : 2), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
         (size_t)(64 * 1024), MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_NOTIFY_COMPLETED,
         on_completed, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv, MHD_OPTION_END);
     if (!srv->mhd) {
         snprintf(err, errlen, "cannot listen on %s:%d (address in use or not local?)", opt->host,
                  opt->port);
-        free(srv);
+        server_free(srv);
         return GPUQ_EIO;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_BIND_PORT);
@@ -284,6 +413,19 @@ void http_stop(struct http_server *s)
 {
     if (!s)
         return;
+    /* Every owner of a suspended connection answers at shutdown (the caller made
+     * sure of it); wait for them, boundedly, before MHD may be stopped. */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 10;
+    pthread_mutex_lock(&s->lock);
+    while (s->suspended > 0)
+        if (pthread_cond_timedwait(&s->idle, &s->lock, &ts))
+            break;
+    int left = s->suspended;
+    pthread_mutex_unlock(&s->lock);
+    if (left)
+        log_warn(MOD, "%d connections still suspended at stop", left);
     MHD_stop_daemon(s->mhd);
-    free(s);
+    server_free(s);
 }

@@ -1,7 +1,11 @@
-/* http.h: the HTTP server, the only place that knows libmicrohttpd. One
- * thread per connection (keep-alive): a handler may block — a long-poll waits
- * on a condition variable, a stream's reader blocks until it has data — and
- * other connections go on. Bodies are bounded; idle clients time out. */
+/* http.h: the HTTP server, the only place that knows libmicrohttpd. A small
+ * pool of event-loop threads (epoll) serves every connection; no handler
+ * blocks. A handler that cannot answer at once — a submit waiting for its
+ * group commit, a long-poll — calls http_defer: the connection is suspended
+ * (it costs no thread and no timeout) until someone fills its response and
+ * calls http_resume, from any thread. A streamed body (server-sent events)
+ * says HTTP_STREAM_WAIT when it has nothing; its owner calls
+ * http_stream_wake when it may. Bodies are bounded; idle clients time out. */
 #ifndef GPUQ_API_HTTP_H
 #define GPUQ_API_HTTP_H
 
@@ -12,10 +16,14 @@
 
 struct http_req;
 
-/* A streamed body: next() blocks until it appended data to out (return 0), the
- * stream ended (return 1), or the client should be dropped (negative). */
+enum { HTTP_STREAM_DATA = 0, HTTP_STREAM_END = 1, HTTP_STREAM_WAIT = 2 };
+
+/* A streamed body: next() appends data to out (HTTP_STREAM_DATA), says the
+ * stream ended (HTTP_STREAM_END), has nothing now (HTTP_STREAM_WAIT: it must
+ * arrange a later http_stream_wake(req)), or drops the client (negative).
+ * free(arg) runs when the connection is done with the stream. */
 struct http_stream {
-    int (*next)(void *arg, struct buf *out);
+    int (*next)(void *arg, struct http_req *req, struct buf *out);
     void (*free)(void *arg);
     void *arg;
 };
@@ -39,6 +47,7 @@ typedef void (*http_handler_fn)(void *app, struct http_req *req, struct http_res
 struct http_options {
     const char *host;          /* numeric IPv4/IPv6 address */
     int port;                  /* 0 = any free port */
+    int threads;               /* event-loop threads */
     int max_connections;
     int connection_timeout_s;
     http_body_limit_fn body_limit;
@@ -61,5 +70,21 @@ const char *http_body(const struct http_req *r, size_t *len);
 
 void http_resp_header(struct http_resp *resp, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* Deferred answers: inside the handler, http_defer(req, finish, arg) suspends
+ * the connection; later, from any thread, call http_resume(req) exactly once.
+ * Then finish(arg, resp), if not NULL, runs on an event-loop thread to fill the
+ * response (or the resumer filled http_req_resp(req) itself). The request
+ * (body included) stays valid until the answer is sent. http_req_hold/release
+ * keep the request's memory alive for an owner that may touch it after that
+ * (a timer, a waiter list). */
+void http_defer(struct http_req *req, void (*finish)(void *arg, struct http_resp *resp),
+                void *arg);
+struct http_resp *http_req_resp(struct http_req *req);
+void http_resume(struct http_req *req);
+void http_req_hold(struct http_req *req);
+void http_req_release(struct http_req *req);
+/* A stream that returned HTTP_STREAM_WAIT may have data now. */
+void http_stream_wake(struct http_req *req);
 
 #endif

@@ -5,7 +5,9 @@
 #include "api/routes.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "common/timer.h"
 #include "head/dispatch.h"
 #include "head/ops.h"
 
@@ -141,6 +144,77 @@ static bool job_scope(struct ctx *c, int64_t *tenant_id)
 
 /* ---- client routes ---- */
 
+/* An answer that comes later (a commit, a long-poll): what the finishing
+ * callback needs to render it on the event-loop thread. */
+struct later {
+    struct head *h;
+    struct http_req *req;
+    struct caller who;
+    int rc;
+    bool flag;
+    struct job_rec job;    /* owned */
+    struct buf body;       /* pre-rendered answer (agent polls) */
+};
+
+static struct later *later_new(struct ctx *c)
+{
+    struct later *l = xcalloc(1, sizeof *l);
+    l->h = c->h;
+    l->req = c->req;
+    l->who = c->who;
+    buf_init(&l->body);
+    return l;
+}
+
+static void later_free(struct later *l)
+{
+    job_rec_free_fields(&l->job);
+    buf_fini(&l->body);
+    free(l);
+}
+
+/* A ctx to render a later answer with the same helpers as a direct one. */
+static void later_ctx(struct later *l, struct http_resp *resp, struct ctx *c)
+{
+    memset(c, 0, sizeof *c);
+    c->h = l->h;
+    c->req = l->req;
+    c->resp = resp;
+    c->who = l->who;
+}
+
+/* head_done_fn: keep the answer, wake the connection. */
+static void later_done(void *arg, int rc, struct job_rec *job, bool flag)
+{
+    struct later *l = arg;
+    l->rc = rc;
+    l->flag = flag;
+    if (job) {
+        l->job = *job;
+        job->params_json = NULL;
+    }
+    http_resume(l->req);
+}
+
+static void submit_finish(void *arg, struct http_resp *resp)
+{
+    struct later *l = arg;
+    struct ctx c;
+    later_ctx(l, resp, &c);
+    if (l->rc == GPUQ_ECONFLICT)
+        fail(&c, 409, "conflict", "idempotency_key",
+             "idempotency_key: already used for a different request");
+    else if (l->rc)
+        fail_store(&c, l->rc);
+    else {
+        render_job(&c, l->flag ? 200 : 201, &l->job);
+        http_resp_header(resp, "Location", "/v1/jobs/%llu", (unsigned long long)l->job.id);
+    }
+    later_free(l);
+}
+
+/* The answer is sent once the job is durable (group commit); the connection
+ * waits suspended meanwhile, holding no thread. */
 static void post_job(struct ctx *c)
 {
     if (c->who.kind != CALLER_TENANT) {
@@ -157,22 +231,74 @@ static void post_job(struct ctx *c)
         return;
     }
     rec.cost_s = dispatcher_estimate_cost(c->h->disp, &rec);
-    struct job_rec out;
-    bool existing;
-    int rc = head_submit(c->h, &rec, &out, &existing);
+    struct later *l = later_new(c);
+    http_defer(c->req, submit_finish, l);
+    head_submit(c->h, &rec, later_done, l);
     job_rec_free_fields(&rec);
-    if (rc == GPUQ_ECONFLICT) {
-        fail(c, 409, "conflict", "idempotency_key",
-             "idempotency_key: already used for a different request");
-        return;
-    }
-    if (rc) {
+}
+
+static void not_found_job(struct ctx *c, uint64_t id)
+{
+    fail(c, 404, "not_found", "id", "no job %llu", (unsigned long long)id);
+}
+
+static void job_answer(struct ctx *c, int rc, uint64_t id, const struct job_rec *j)
+{
+    if (rc == GPUQ_ENOENT)
+        not_found_job(c, id);
+    else if (rc)
         fail_store(c, rc);
+    else
+        render_job(c, 200, j);
+}
+
+/* GET /v1/jobs/{id}?wait=S: a long-poll on a suspended connection. Whichever
+ * comes first — the job's watcher firing or the timer — answers (the won flag);
+ * the struct lives until both the timer and the connection are done with it. */
+struct long_poll {
+    struct job_watch w;    /* first: fire gets it */
+    struct later *l;
+    uint64_t id;
+    int64_t tenant_id;
+    atomic_bool won;
+    atomic_int refs;       /* the connection's + the timer's */
+};
+
+static void long_poll_unref(struct long_poll *p)
+{
+    if (atomic_fetch_sub(&p->refs, 1) == 1)
+        free(p);
+}
+
+static void long_poll_fire(struct job_watch *w, struct hjob *j)
+{
+    struct long_poll *p = (struct long_poll *)w;
+    if (atomic_exchange(&p->won, true))
         return;
+    head_job_copy(j, &p->l->job, NULL);
+    http_resume(p->l->req);
+}
+
+static void long_poll_timeout(void *arg)
+{
+    struct long_poll *p = arg;
+    if (!atomic_exchange(&p->won, true)) {
+        head_unwatch(p->l->h, p->id, &p->w);
+        p->l->rc = head_get(p->l->h, p->tenant_id, p->id, 0, NULL, &p->l->job);
+        http_resume(p->l->req);
     }
-    render_job(c, existing ? 200 : 201, &out);
-    http_resp_header(c->resp, "Location", "/v1/jobs/%llu", (unsigned long long)out.id);
-    job_rec_free_fields(&out);
+    long_poll_unref(p);
+}
+
+static void long_poll_finish(void *arg, struct http_resp *resp)
+{
+    struct long_poll *p = arg;
+    struct later *l = p->l;
+    struct ctx c;
+    later_ctx(l, resp, &c);
+    job_answer(&c, l->rc, p->id, &l->job);
+    later_free(l);
+    long_poll_unref(p);
 }
 
 static void get_job(struct ctx *c, uint64_t id)
@@ -183,17 +309,35 @@ static void get_job(struct ctx *c, uint64_t id)
         return;
     struct job_rec j;
     uint64_t version = 0;
-    int rc = head_get(c->h, tenant, id, (int)wait, &version, &j);
-    if (rc == GPUQ_ENOENT) {
-        fail(c, 404, "not_found", "id", "no job %llu", (unsigned long long)id);
+    int rc = head_get(c->h, tenant, id, 0, &version, &j);
+    if (rc || wait == 0 || job_state_terminal(j.state)) {
+        job_answer(c, rc, id, &j);
+        if (!rc)
+            job_rec_free_fields(&j);
         return;
     }
-    if (rc) {
-        fail_store(c, rc);
-        return;
-    }
-    render_job(c, 200, &j);
     job_rec_free_fields(&j);
+    struct long_poll *p = xcalloc(1, sizeof *p);
+    p->l = later_new(c);
+    p->id = id;
+    p->tenant_id = tenant;
+    p->w.fire = long_poll_fire;
+    atomic_init(&p->refs, 2);
+    http_defer(c->req, long_poll_finish, p);
+    bool watching;
+    struct job_rec now;
+    rc = head_watch(c->h, tenant, id, version, &p->w, &watching, &now, NULL);
+    if (rc || !watching) { /* it changed already, or is gone: answer now */
+        p->l->rc = rc;
+        if (!rc)
+            p->l->job = now;
+        atomic_store(&p->won, true);
+        long_poll_unref(p); /* no timer */
+        http_resume(c->req);
+        return;
+    }
+    job_rec_free_fields(&now); /* the watcher copies the job as it will be */
+    timers_add(c->h->timers, clock_mono_ns() + wait * NS_PER_S, long_poll_timeout, p);
 }
 
 static void delete_job(struct ctx *c, uint64_t id)
@@ -204,7 +348,7 @@ static void delete_job(struct ctx *c, uint64_t id)
     struct job_rec j;
     int rc = head_cancel(c->h, tenant, id, &j);
     if (rc == GPUQ_ENOENT) {
-        fail(c, 404, "not_found", "id", "no job %llu", (unsigned long long)id);
+        not_found_job(c, id);
         return;
     }
     if (rc == GPUQ_ECONFLICT) {
@@ -229,12 +373,8 @@ static void get_result(struct ctx *c, uint64_t id)
         return;
     struct job_rec j;
     int rc = head_get(c->h, tenant, id, 0, NULL, &j);
-    if (rc == GPUQ_ENOENT) {
-        fail(c, 404, "not_found", "id", "no job %llu", (unsigned long long)id);
-        return;
-    }
     if (rc) {
-        fail_store(c, rc);
+        job_answer(c, rc, id, NULL);
         return;
     }
     enum job_state st = j.state;
@@ -270,26 +410,93 @@ static void get_result(struct ctx *c, uint64_t id)
             c->resp->content_type = *t;
 }
 
-/* Server-sent events: the job on every change, until it ends. */
+/* Server-sent events: the job on every change, until it ends, with a comment
+ * line every SSE_KEEPALIVE_S so proxies keep the stream open. The stream waits
+ * suspended; the job's watcher and the keep-alive timer wake it. */
 struct sse {
+    struct job_watch w;    /* first: fire gets it */
     struct head *h;
+    struct http_req *req;  /* held */
     uint64_t id;
     int64_t tenant_id;
     char tenant[REC_NAME_MAX];
     uint64_t version;
     bool sent_any;
+    pthread_mutex_t lock;
+    bool linked;           /* w is on the job's watch list */
+    bool keepalive_due;
+    bool closed;           /* the connection is done with the stream */
+    atomic_int refs;       /* the stream's + the timer's */
 };
 
-static int sse_next(void *arg, struct buf *out)
+static void sse_unref(struct sse *s)
+{
+    if (atomic_fetch_sub(&s->refs, 1) != 1)
+        return;
+    http_req_release(s->req);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+static void sse_fire(struct job_watch *w, struct hjob *j)
+{
+    (void)j;
+    struct sse *s = (struct sse *)w;
+    pthread_mutex_lock(&s->lock);
+    s->linked = false;
+    pthread_mutex_unlock(&s->lock);
+    http_stream_wake(s->req);
+}
+
+static void sse_keepalive(void *arg)
 {
     struct sse *s = arg;
+    pthread_mutex_lock(&s->lock);
+    bool closed = s->closed;
+    s->keepalive_due = true;
+    pthread_mutex_unlock(&s->lock);
+    if (!closed)
+        http_stream_wake(s->req);
+    sse_unref(s);
+}
+
+static void sse_arm_keepalive(struct sse *s)
+{
+    atomic_fetch_add(&s->refs, 1);
+    timers_add(s->h->timers, clock_mono_ns() + SSE_KEEPALIVE_S * NS_PER_S, sse_keepalive, s);
+}
+
+static int sse_next(void *arg, struct http_req *req, struct buf *out)
+{
+    (void)req;
+    struct sse *s = arg;
     if (atomic_load(&s->h->stopping))
-        return 1;
+        return HTTP_STREAM_END;
+    pthread_mutex_lock(&s->lock);
+    bool linked = s->linked, keepalive = s->keepalive_due;
+    s->keepalive_due = false;
+    if (!linked)
+        s->linked = true; /* before head_watch links it: a fire may follow at once */
+    pthread_mutex_unlock(&s->lock);
+    if (linked) {
+        if (!keepalive)
+            return HTTP_STREAM_WAIT;
+        buf_puts(out, ": keepalive\n\n");
+        sse_arm_keepalive(s);
+        return HTTP_STREAM_DATA;
+    }
     struct job_rec j;
-    uint64_t version = s->version;
-    int wait = s->sent_any ? SSE_KEEPALIVE_S : 0;
-    if (head_get(s->h, s->tenant_id, s->id, wait, &version, &j))
-        return 1;
+    uint64_t version;
+    bool watching;
+    int rc = head_watch(s->h, s->tenant_id, s->id, s->sent_any ? s->version : 0, &s->w,
+                        &watching, &j, &version);
+    if (!watching) {
+        pthread_mutex_lock(&s->lock);
+        s->linked = false;
+        pthread_mutex_unlock(&s->lock);
+    }
+    if (rc)
+        return HTTP_STREAM_END;
     bool changed = !s->sent_any || version != s->version;
     if (changed) {
         buf_puts(out, "event: state\ndata: ");
@@ -297,12 +504,28 @@ static int sse_next(void *arg, struct buf *out)
         buf_puts(out, "\n\n");
         s->version = version;
         s->sent_any = true;
-    } else {
+    } else if (keepalive) {
         buf_puts(out, ": keepalive\n\n");
     }
+    if (keepalive)
+        sse_arm_keepalive(s);
     bool ended = job_state_terminal(j.state);
     job_rec_free_fields(&j);
-    return ended && changed ? 1 : 0;
+    if (ended)
+        return HTTP_STREAM_END;
+    return out->len ? HTTP_STREAM_DATA : HTTP_STREAM_WAIT;
+}
+
+static void sse_free(void *arg)
+{
+    struct sse *s = arg;
+    pthread_mutex_lock(&s->lock);
+    s->closed = true;
+    bool linked = s->linked;
+    pthread_mutex_unlock(&s->lock);
+    if (linked)
+        head_unwatch(s->h, s->id, &s->w);
+    sse_unref(s);
 }
 
 static void get_events(struct ctx *c, uint64_t id)
@@ -313,20 +536,26 @@ static void get_events(struct ctx *c, uint64_t id)
     struct job_rec j;
     int rc = head_get(c->h, tenant, id, 0, NULL, &j);
     if (rc) {
-        fail(c, 404, "not_found", "id", "no job %llu", (unsigned long long)id);
+        job_answer(c, rc, id, NULL);
         return;
     }
     struct sse *s = xcalloc(1, sizeof *s);
     s->h = c->h;
+    s->req = c->req;
+    http_req_hold(c->req);
     s->id = id;
     s->tenant_id = tenant;
+    s->w.fire = sse_fire;
+    pthread_mutex_init(&s->lock, NULL);
+    atomic_init(&s->refs, 1);
     tenant_name(c, j.tenant_id, s->tenant, sizeof s->tenant);
     job_rec_free_fields(&j);
+    sse_arm_keepalive(s);
     c->resp->status = 200;
     c->resp->content_type = "text/event-stream";
     http_resp_header(c->resp, "Cache-Control", "no-cache");
     c->resp->stream.next = sse_next;
-    c->resp->stream.free = free;
+    c->resp->stream.free = sse_free;
     c->resp->stream.arg = s;
 }
 
@@ -623,6 +852,35 @@ static void agent_heartbeat(struct ctx *c)
     reply_json(c, 200);
 }
 
+/* The dispatcher's answer to an agent's long-poll: rendered at once (rec is
+ * only lent), sent from the event loop. */
+static void poll_answer(void *arg, int rc, struct job_rec *rec)
+{
+    struct later *l = arg;
+    l->rc = rc;
+    if (!rc) {
+        buf_puts(&l->body, "{\"assignments\":[");
+        json_render_assignment(&l->body, rec);
+        buf_puts(&l->body, "]}");
+    }
+    http_resume(l->req);
+}
+
+static void poll_finish(void *arg, struct http_resp *resp)
+{
+    struct later *l = arg;
+    if (l->rc) {
+        resp->status = 204;
+    } else {
+        struct buf t = resp->body;
+        resp->body = l->body;
+        l->body = t;
+        resp->status = 200;
+        resp->content_type = "application/json";
+    }
+    later_free(l);
+}
+
 static void agent_assignments(struct ctx *c)
 {
     const char *worker = http_query(c->req, "worker_id");
@@ -638,18 +896,9 @@ static void agent_assignments(struct ctx *c)
         fail(c, 404, "not_found", "worker_id", "worker '%.64s' is not registered", worker);
         return;
     }
-    struct job_rec j;
-    int rc = dispatcher_poll(c->h->disp, worker, clock_mono_ns() + wait * NS_PER_S, &j);
-    if (rc) {
-        c->resp->status = 204;
-        return;
-    }
-    struct buf *out = &c->resp->body;
-    buf_puts(out, "{\"assignments\":[");
-    json_render_assignment(out, &j);
-    buf_puts(out, "]}");
-    job_rec_free_fields(&j);
-    reply_json(c, 200);
+    struct later *l = later_new(c);
+    http_defer(c->req, poll_finish, l);
+    dispatcher_poll(c->h->disp, worker, clock_mono_ns() + wait * NS_PER_S, poll_answer, l);
 }
 
 static void fenced_error(struct ctx *c, int rc, uint64_t id)
@@ -683,6 +932,29 @@ static void agent_progress(struct ctx *c, uint64_t id)
     reply_json(c, 200);
 }
 
+static void complete_done(void *arg, int rc, struct job_rec *job, bool duplicate)
+{
+    (void)job;
+    struct later *l = arg;
+    l->rc = rc;
+    l->flag = duplicate;
+    http_resume(l->req);
+}
+
+static void complete_finish(void *arg, struct http_resp *resp)
+{
+    struct later *l = arg;
+    struct ctx c;
+    later_ctx(l, resp, &c);
+    if (l->rc) {
+        fenced_error(&c, l->rc, l->job.id);
+    } else {
+        buf_printf(&resp->body, "{\"ok\":true,\"duplicate\":%s}", l->flag ? "true" : "false");
+        reply_json(&c, 200);
+    }
+    later_free(l);
+}
+
 static void agent_complete(struct ctx *c, uint64_t id)
 {
     const char *worker = http_query(c->req, "worker_id");
@@ -706,14 +978,12 @@ static void agent_complete(struct ctx *c, uint64_t id)
     }
     size_t len;
     const char *body = http_body(c->req, &len);
-    bool dup;
-    int rc = head_complete(c->h, id, worker, (int)attempt, type, body, len, load_ms, run_ms, &dup);
-    if (rc) {
-        fenced_error(c, rc, id);
-        return;
-    }
-    buf_printf(&c->resp->body, "{\"ok\":true,\"duplicate\":%s}", dup ? "true" : "false");
-    reply_json(c, 200);
+    struct later *l = later_new(c);
+    l->job.id = id;
+    http_defer(c->req, complete_finish, l);
+    /* The body stays valid while the connection waits for the commit. */
+    head_complete(c->h, id, worker, (int)attempt, type, body, len, load_ms, run_ms, complete_done,
+                  l);
 }
 
 static void agent_fail(struct ctx *c, uint64_t id)

@@ -53,7 +53,8 @@ void config_defaults(struct head_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
     snprintf(cfg->listen, sizeof cfg->listen, "127.0.0.1:7070");
-    cfg->threads_max = 1024;
+    cfg->max_connections = 1024;
+    cfg->http_threads = 2;
     cfg->connection_timeout_s = 30;
     cfg->max_body_bytes = 65536;
     cfg->synchronous_full = 1;
@@ -148,7 +149,9 @@ static int on_setting(void *arg, const char *section, const char *key, const cha
             return 0;
         }
         if (!strcmp(key, "max_connections"))
-            SET_INT(cfg->threads_max, 4, 100000);
+            SET_INT(cfg->max_connections, 4, 100000);
+        if (!strcmp(key, "threads"))
+            SET_INT(cfg->http_threads, 1, 64);
         if (!strcmp(key, "connection_timeout_s"))
             SET_INT(cfg->connection_timeout_s, 1, 3600);
         if (!strcmp(key, "max_body_bytes"))

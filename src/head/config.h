@@ -20,7 +20,8 @@ struct head_config {
     /* [server] */
     char listen[128];            /* HOST:PORT; default 127.0.0.1:7070 */
     char data_dir[512];
-    int threads_max;             /* max concurrent connections (one thread each); default 1024 */
+    int max_connections;         /* max concurrent connections; default 1024 */
+    int http_threads;            /* event-loop threads serving them; default 2 */
     int connection_timeout_s;    /* idle client timeout; default 30 */
     int64_t max_body_bytes;      /* JSON request bodies; default 65536 */
     /* [store] */

@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "common/timer.h"
 #include "head/head.h"
 
 #define MOD "dispatch"
@@ -21,17 +22,17 @@
 
 enum dmsg_kind { M_JOB_ADD, M_JOB_CANCEL, M_JOB_FINISHED, M_WORKER_UPDATE, M_WORKER_REMOVE, M_POLL };
 
-/* A waiting long-poll of one worker. Shared by its HTTP thread and the
- * dispatcher (refs == 2 while both hold it). State moves waiting → claimed →
- * done, or waiting → abandoned (the poll timed out first). */
+/* A waiting long-poll of one worker. Shared by the dispatcher and the timer
+ * (refs == 2 while both hold it). State moves waiting → claimed → done (the
+ * answer goes out with the job), or waiting → abandoned (the poll timed out
+ * first: the answer goes out empty). The answer callback runs exactly once. */
 struct poller {
     char worker_id[SCHED_NAME_MAX];
     pthread_mutex_t lock;
-    pthread_cond_t cond;
     int refs;
     enum { P_WAITING, P_CLAIMED, P_DONE, P_ABANDONED } state;
-    int rc;
-    struct job_rec rec;
+    void (*answer)(void *arg, int rc, struct job_rec *rec);
+    void *arg;
     struct poller *next;
 };
 
@@ -69,9 +70,7 @@ static void poller_unref(struct poller *p)
     int left = --p->refs;
     pthread_mutex_unlock(&p->lock);
     if (left == 0) {
-        job_rec_free_fields(&p->rec);
         pthread_mutex_destroy(&p->lock);
-        pthread_cond_destroy(&p->cond);
         free(p);
     }
 }
@@ -160,59 +159,46 @@ void dispatcher_worker_remove(struct dispatcher *d, const char *worker_id)
     post(d, m);
 }
 
-int dispatcher_poll(struct dispatcher *d, const char *worker_id, int64_t deadline_ns,
-                    struct job_rec *out)
+static void poller_timeout(void *arg)
+{
+    struct poller *p = arg;
+    pthread_mutex_lock(&p->lock);
+    bool mine = p->state == P_WAITING;
+    if (mine)
+        p->state = P_ABANDONED;
+    pthread_mutex_unlock(&p->lock);
+    if (mine)
+        p->answer(p->arg, GPUQ_EAGAIN, NULL);
+    poller_unref(p);
+}
+
+void dispatcher_poll(struct dispatcher *d, const char *worker_id, int64_t deadline_ns,
+                     void (*answer)(void *arg, int rc, struct job_rec *rec), void *arg)
 {
     struct poller *p = xcalloc(1, sizeof *p);
     snprintf(p->worker_id, sizeof p->worker_id, "%s", worker_id);
     pthread_mutex_init(&p->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&p->cond, &ca);
-    pthread_condattr_destroy(&ca);
     p->refs = 2;
     p->state = P_WAITING;
+    p->answer = answer;
+    p->arg = arg;
+    timers_add(d->h->timers, deadline_ns, poller_timeout, p);
     struct dmsg *m = xcalloc(1, sizeof *m);
     m->kind = M_POLL;
     m->poller = p;
     post(d, m);
-
-    struct timespec ts = {.tv_sec = deadline_ns / NS_PER_S, .tv_nsec = deadline_ns % NS_PER_S};
-    int rc = GPUQ_EAGAIN;
-    pthread_mutex_lock(&p->lock);
-    while (p->state == P_WAITING || p->state == P_CLAIMED) {
-        if (p->state == P_WAITING && d->stopping)
-            break;
-        int w = pthread_cond_timedwait(&p->cond, &p->lock, &ts);
-        if (w == ETIMEDOUT && p->state == P_WAITING)
-            break;
-    }
-    if (p->state == P_DONE) {
-        rc = p->rc;
-        if (rc == 0) {
-            *out = p->rec;
-            p->rec.params_json = NULL;
-        }
-    } else {
-        p->state = P_ABANDONED;
-    }
-    pthread_mutex_unlock(&p->lock);
-    poller_unref(p);
-    return rc;
 }
 
+/* The dispatcher's side ends: answer with rc (and the job) unless the timer did. */
 static void poller_finish(struct poller *p, int rc, struct job_rec *rec)
 {
     pthread_mutex_lock(&p->lock);
-    p->rc = rc;
-    if (rec) {
-        p->rec = *rec;
-        rec->params_json = NULL;
-    }
-    p->state = P_DONE;
-    pthread_cond_signal(&p->cond);
+    bool mine = p->state == P_WAITING || p->state == P_CLAIMED;
+    if (mine)
+        p->state = P_DONE;
     pthread_mutex_unlock(&p->lock);
+    if (mine)
+        p->answer(p->arg, rc, rec);
     poller_unref(p);
 }
 

@@ -30,10 +30,12 @@ void dispatcher_worker_update(struct dispatcher *d, const char *worker_id);
 /* The worker left (deregistered): placed jobs go back to the queue, running ones are re-queued. */
 void dispatcher_worker_remove(struct dispatcher *d, const char *worker_id);
 
-/* Blocks until the worker has an assignment (0, the job's record copied to out,
- * caller frees out->params_json) or deadline_ns (monotonic) passes (GPUQ_EAGAIN). */
-int dispatcher_poll(struct dispatcher *d, const char *worker_id, int64_t deadline_ns,
-                    struct job_rec *out);
+/* An agent's long-poll: answer(arg, 0, rec) once the worker has a durable
+ * assignment, or answer(arg, GPUQ_EAGAIN, NULL) at deadline_ns (monotonic) or
+ * shutdown. Exactly once, from the committer, dispatcher or timer thread; rec
+ * is valid during the call only. */
+void dispatcher_poll(struct dispatcher *d, const char *worker_id, int64_t deadline_ns,
+                     void (*answer)(void *arg, int rc, struct job_rec *rec), void *arg);
 
 /* Estimated GPU-seconds of the job on a nominal GPU (R7), from measured history. */
 double dispatcher_estimate_cost(struct dispatcher *d, const struct job_rec *rec);

@@ -46,6 +46,9 @@ struct job_op {
     const void *result;        /* complete: output bytes (borrowed: the writer waits) */
     size_t result_len;
     bool requeue;              /* async requeue: hand to the dispatcher once durable */
+    head_done_fn done;         /* async submit / complete: the caller's answer */
+    void *done_arg;
+    int64_t load_ms, run_ms;   /* complete: measured times for the estimator */
 };
 
 static int job_op_apply(struct store *s, struct commit_op *op)
@@ -122,9 +125,30 @@ static void copy_out(const struct job_rec *src, struct job_rec *out)
     out->params_json = xstrdup(src->params_json ? src->params_json : "{}");
 }
 
-int head_submit(struct head *h, struct job_rec *rec, struct job_rec *out, bool *existing)
+static void submit_done(struct commit_op *op, int rc)
 {
-    *existing = false;
+    struct job_op *o = (struct job_op *)op;
+    struct head *h = o->h;
+    struct job_rec out = {0};
+    jobs_lock(h->jobs);
+    struct hjob *j = jobs_find(h->jobs, o->rec.id);
+    if (rc == 0) {
+        j->committed = true;
+        jobs_changed(h->jobs, j);
+        copy_out(&j->rec, &out);
+    } else if (j) {
+        jobs_remove(h->jobs, j);
+    }
+    jobs_unlock(h->jobs);
+    if (rc == 0)
+        dispatcher_job_add(h->disp, &o->rec);
+    o->done(o->done_arg, rc, &out, false);
+    job_rec_free_fields(&out);
+    job_op_free(o);
+}
+
+void head_submit(struct head *h, struct job_rec *rec, head_done_fn done, void *arg)
+{
     jobs_lock(h->jobs);
     for (;;) {
         struct hjob *prev = rec->idem_key[0]
@@ -133,18 +157,20 @@ int head_submit(struct head *h, struct job_rec *rec, struct job_rec *out, bool *
         if (!prev)
             break;
         if (!prev->committed) {
-            /* The first request with this key is still committing: wait for it. */
+            /* The first request with this key is still committing (a fraction of one
+             * fsync): wait for it. Rare — only concurrent retries get here. */
             uint64_t v = prev->version;
             jobs_wait(h->jobs, prev, v, clock_mono_ns() + 10 * NS_PER_S);
             continue;
         }
+        struct job_rec out = {0};
         int rc = strcmp(prev->rec.body_hash, rec->body_hash) ? GPUQ_ECONFLICT : 0;
-        if (!rc) {
-            copy_out(&prev->rec, out);
-            *existing = true;
-        }
+        if (!rc)
+            copy_out(&prev->rec, &out);
         jobs_unlock(h->jobs);
-        return rc;
+        done(arg, rc, &out, rc == 0);
+        job_rec_free_fields(&out);
+        return;
     }
     rec->id = jobs_next_id(h->jobs);
     rec->state = JOB_QUEUED;
@@ -153,24 +179,11 @@ int head_submit(struct head *h, struct job_rec *rec, struct job_rec *out, bool *
     struct hjob *j = jobs_insert(h->jobs, rec);
     struct job_op *o = job_op_new(h, j);
     o->insert = true;
+    o->op.done = submit_done;
+    o->done = done;
+    o->done_arg = arg;
     committer_submit(h->committer, &o->op);
     jobs_unlock(h->jobs);
-
-    int rc = committer_wait(h->committer, &o->op);
-    jobs_lock(h->jobs);
-    j = jobs_find(h->jobs, o->rec.id);
-    if (rc == 0) {
-        j->committed = true;
-        jobs_changed(h->jobs, j);
-        copy_out(&j->rec, out);
-    } else if (j) {
-        jobs_remove(h->jobs, j);
-    }
-    jobs_unlock(h->jobs);
-    if (rc == 0)
-        dispatcher_job_add(h->disp, &o->rec);
-    job_op_free(o);
-    return rc;
 }
 
 /* Finds a visible job of this tenant (tenant_id < 0: any). Lock held. */
@@ -213,6 +226,49 @@ int head_get(struct head *h, int64_t tenant_id, uint64_t id, int wait_s, uint64_
         *version = j->version;
     jobs_unlock(h->jobs);
     return 0;
+}
+
+void head_job_copy(const struct hjob *j, struct job_rec *out, uint64_t *version)
+{
+    copy_out(&j->rec, out);
+    if (version)
+        *version = j->version;
+}
+
+int head_watch(struct head *h, int64_t tenant_id, uint64_t id, uint64_t since,
+               struct job_watch *w, bool *watching, struct job_rec *out, uint64_t *version)
+{
+    jobs_lock(h->jobs);
+    struct hjob *j = find_visible(h, tenant_id, id);
+    if (!j) {
+        jobs_unlock(h->jobs);
+        /* Finished long ago (swept from memory): the store has it, and it won't change. */
+        *watching = false;
+        if (version)
+            *version = 0;
+        int rc = h->store->ops->job_get(h->store, id, out);
+        if (!rc && tenant_id >= 0 && out->tenant_id != tenant_id) {
+            job_rec_free_fields(out);
+            rc = GPUQ_ENOENT;
+        }
+        return rc;
+    }
+    *watching = !job_state_terminal(j->rec.state) && !jobs_stopping(h->jobs) &&
+                (since == 0 || since == j->version);
+    if (*watching)
+        jobs_watch(h->jobs, j, w);
+    head_job_copy(j, out, version);
+    jobs_unlock(h->jobs);
+    return 0;
+}
+
+bool head_unwatch(struct head *h, uint64_t id, struct job_watch *w)
+{
+    jobs_lock(h->jobs);
+    struct hjob *j = jobs_find(h->jobs, id);
+    bool linked = j && jobs_unwatch(h->jobs, j, w);
+    jobs_unlock(h->jobs);
+    return linked;
 }
 
 int head_cancel(struct head *h, int64_t tenant_id, uint64_t id, struct job_rec *out)
@@ -278,26 +334,49 @@ int head_progress(struct head *h, uint64_t id, const char *worker, int attempt,
     return 0;
 }
 
-int head_complete(struct head *h, uint64_t id, const char *worker, int attempt,
-                  const char *content_type, const void *data, size_t len, int64_t load_ms,
-                  int64_t run_ms, bool *duplicate)
+static void complete_done(struct commit_op *op, int rc)
 {
-    *duplicate = false;
+    struct job_op *o = (struct job_op *)op;
+    struct head *h = o->h;
+    struct job_rec out = {0};
+    jobs_lock(h->jobs);
+    struct hjob *j = jobs_find(h->jobs, o->rec.id);
+    if (j) {
+        jobs_changed(h->jobs, j);
+        copy_out(&j->rec, &out);
+    }
+    jobs_unlock(h->jobs);
+    dispatcher_job_finished(h->disp, o->rec.id, o->rec.worker_id, rc == 0,
+                            o->load_ms * NS_PER_MS, o->run_ms * NS_PER_MS);
+    o->done(o->done_arg, rc, &out, false);
+    job_rec_free_fields(&out);
+    job_op_free(o);
+}
+
+void head_complete(struct head *h, uint64_t id, const char *worker, int attempt,
+                   const char *content_type, const void *data, size_t len, int64_t load_ms,
+                   int64_t run_ms, head_done_fn done, void *arg)
+{
+    struct job_rec out = {0};
     jobs_lock(h->jobs);
     struct hjob *j;
     int rc = fence(h, id, worker, attempt, &j);
     if (rc == GPUQ_ESTALE) {
-        struct hjob *done = jobs_find(h->jobs, id);
-        if (done->rec.state == JOB_SUCCEEDED && done->rec.attempt == attempt &&
-            !strcmp(done->rec.worker_id, worker)) {
+        struct hjob *prev = jobs_find(h->jobs, id);
+        if (prev->rec.state == JOB_SUCCEEDED && prev->rec.attempt == attempt &&
+            !strcmp(prev->rec.worker_id, worker)) {
+            /* A retried request for a result already accepted: not accepted twice. */
+            copy_out(&prev->rec, &out);
             jobs_unlock(h->jobs);
-            *duplicate = true;
-            return 0;
+            done(arg, 0, &out, true);
+            job_rec_free_fields(&out);
+            return;
         }
     }
     if (rc) {
         jobs_unlock(h->jobs);
-        return rc;
+        done(arg, rc, &out, false);
+        return;
     }
     j->rec.state = JOB_SUCCEEDED;
     j->rec.phase = PHASE_NONE;
@@ -308,11 +387,13 @@ int head_complete(struct head *h, uint64_t id, const char *worker, int attempt,
     struct job_op *o = job_op_new(h, j);
     o->result = data;
     o->result_len = len;
+    o->load_ms = load_ms;
+    o->run_ms = run_ms;
+    o->op.done = complete_done;
+    o->done = done;
+    o->done_arg = arg;
     committer_submit(h->committer, &o->op);
     jobs_unlock(h->jobs);
-    rc = job_op_wait(h, o);
-    dispatcher_job_finished(h->disp, id, worker, rc == 0, load_ms * NS_PER_MS, run_ms * NS_PER_MS);
-    return rc;
 }
 
 /* Requeue, lock held: the job goes back to the queue (memory now, store async). */

@@ -18,6 +18,7 @@
 
 struct dispatcher;
 struct http_server;
+struct timers;
 
 struct head {
     struct head_config cfg;
@@ -28,6 +29,7 @@ struct head {
     struct registry *registry;
     struct dispatcher *disp;
     struct http_server *http;
+    struct timers *timers;
     char admin_hash[TOKEN_HASH_HEX];
     atomic_bool ready;
     atomic_bool stopping;

@@ -184,12 +184,49 @@ struct hjob *jobs_insert(struct jobs *t, struct job_rec *rec)
     return j;
 }
 
+static void fire_watchers(struct hjob *j)
+{
+    struct job_watch *w = j->watchers, *next;
+    j->watchers = NULL;
+    for (; w; w = next) {
+        next = w->next;
+        w->next = NULL;
+        w->fire(w, j);
+    }
+}
+
 void jobs_changed(struct jobs *t, struct hjob *j)
 {
     (void)t;
     j->version++;
     if (j->waiters)
         pthread_cond_broadcast(&j->changed);
+    fire_watchers(j);
+}
+
+void jobs_watch(struct jobs *t, struct hjob *j, struct job_watch *w)
+{
+    (void)t;
+    w->next = j->watchers;
+    j->watchers = w;
+}
+
+bool jobs_unwatch(struct jobs *t, struct hjob *j, struct job_watch *w)
+{
+    (void)t;
+    for (struct job_watch **pw = &j->watchers; *pw; pw = &(*pw)->next) {
+        if (*pw == w) {
+            *pw = w->next;
+            w->next = NULL;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool jobs_stopping(struct jobs *t)
+{
+    return t->stopping;
 }
 
 static struct timespec to_timespec(int64_t ns)
@@ -231,7 +268,7 @@ int jobs_sweep(struct jobs *t, int64_t cutoff_ms)
         for (struct hjob **pj = &t->buckets[i]; *pj;) {
             struct hjob *j = *pj;
             if (job_state_terminal(j->rec.state) && j->rec.finished_ms < cutoff_ms &&
-                j->waiters == 0) {
+                j->waiters == 0 && !j->watchers) {
                 *pj = j->next;
                 if (j->rec.idem_key[0])
                     unlink_idem(t, j);
@@ -248,6 +285,7 @@ int jobs_sweep(struct jobs *t, int64_t cutoff_ms)
 
 void jobs_remove(struct jobs *t, struct hjob *j)
 {
+    fire_watchers(j);
     for (struct hjob **pj = &t->buckets[mix64(j->rec.id) & (t->nbuckets - 1)]; *pj;
          pj = &(*pj)->next) {
         if (*pj == j) {
@@ -273,10 +311,13 @@ void jobs_shutdown(struct jobs *t)
 {
     pthread_mutex_lock(&t->lock);
     t->stopping = true;
-    for (size_t i = 0; i < t->nbuckets; i++)
-        for (struct hjob *j = t->buckets[i]; j; j = j->next)
+    for (size_t i = 0; i < t->nbuckets; i++) {
+        for (struct hjob *j = t->buckets[i]; j; j = j->next) {
             if (j->waiters)
                 pthread_cond_broadcast(&j->changed);
+            fire_watchers(j);
+        }
+    }
     pthread_mutex_unlock(&t->lock);
 }
 

@@ -22,8 +22,18 @@
 
 #include "store/records.h"
 
+struct hjob;
+
+/* A waiter on a suspended connection (long-poll, event stream): fire runs once,
+ * with the table lock held, when the job changes; w is unlinked before. */
+struct job_watch {
+    void (*fire)(struct job_watch *w, struct hjob *j);
+    struct job_watch *next;
+};
+
 struct hjob {
     struct job_rec rec;
+    struct job_watch *watchers;
     uint64_t version;       /* bumped on every change; waiters compare */
     int waiters;            /* threads waiting on changed */
     pthread_cond_t changed;
@@ -45,16 +55,22 @@ struct hjob *jobs_find(struct jobs *t, uint64_t id);
 struct hjob *jobs_find_idem(struct jobs *t, int64_t tenant_id, const char *key);
 /* Inserts a copy of rec (taking ownership of rec->params_json). */
 struct hjob *jobs_insert(struct jobs *t, struct job_rec *rec);
-/* Bumps the version and wakes waiters. */
+/* Bumps the version and wakes waiters and watchers. */
 void jobs_changed(struct jobs *t, struct hjob *j);
 /* Waits until j's version differs from version or deadline (CLOCK_MONOTONIC ns)
  * passes. Returns true if it changed. */
 bool jobs_wait(struct jobs *t, struct hjob *j, uint64_t version, int64_t deadline_ns);
+/* Watchers (lock held): jobs_watch links w; jobs_unwatch unlinks it and says
+ * whether it was still linked (false: it fired, or is firing). */
+void jobs_watch(struct jobs *t, struct hjob *j, struct job_watch *w);
+bool jobs_unwatch(struct jobs *t, struct hjob *j, struct job_watch *w);
+/* True once jobs_shutdown ran: watch nothing new. */
+bool jobs_stopping(struct jobs *t);
 /* Removes a job whose insert failed to commit. */
 void jobs_remove(struct jobs *t, struct hjob *j);
 /* Drops finished jobs older than cutoff_ms that nobody waits on. Returns how many. */
 int jobs_sweep(struct jobs *t, int64_t cutoff_ms);
-/* Wakes every waiter for good: jobs_wait returns at once from now on. */
+/* Wakes every waiter and watcher for good: jobs_wait returns at once from now on. */
 void jobs_shutdown(struct jobs *t);
 /* Counts by state (array of 5). */
 void jobs_count(struct jobs *t, int counts[5]);

@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "common/timer.h"
 #include "head/dispatch.h"
 #include "head/ops.h"
 
@@ -216,6 +217,7 @@ int main(int argc, char **argv)
     h.tenants = tenants_create();
     h.registry = registry_create();
     h.committer = committer_create(h.store);
+    h.timers = timers_create();
     h.disp = dispatcher_create(&h);
     if (h.store->ops->load_tenants(h.store, load_tenant, h.tenants) ||
         h.store->ops->load_tokens(h.store, load_token, h.tenants) || head_recover(&h)) {
@@ -225,7 +227,8 @@ int main(int argc, char **argv)
     struct http_options ho = {
         .host = host,
         .port = port,
-        .max_connections = h.cfg.threads_max,
+        .threads = h.cfg.http_threads,
+        .max_connections = h.cfg.max_connections,
         .connection_timeout_s = h.cfg.connection_timeout_s,
         .body_limit = routes_body_limit,
         .handler = routes_handle,
@@ -251,9 +254,12 @@ int main(int argc, char **argv)
     log_info(MOD, "signal %d: shutting down", sig);
     atomic_store(&h.stopping, true);
     atomic_store(&h.ready, false);
+    /* Answer every suspended connection (agents' polls, long-polls, streams),
+     * then stop serving; commits in flight still complete and answer. */
     dispatcher_stop(h.disp);
     jobs_shutdown(h.jobs);
     http_stop(h.http);
+    timers_destroy(h.timers);
     dispatcher_destroy(h.disp);
     committer_destroy(h.committer);
     store_close(h.store);

@@ -12,22 +12,41 @@
 
 #include "head/head.h"
 
+/* The answer of an asynchronous operation: rc, and the job as it now is (the
+ * callee owns out->params_json). Runs on whichever thread finished the work. */
+typedef void (*head_done_fn)(void *arg, int rc, struct job_rec *out, bool flag);
+
 /* rec: validated and normalized by the API (id, state, times are set here).
- * Takes rec->params_json. *existing: an idempotent replay returned the first job. */
-int head_submit(struct head *h, struct job_rec *rec, struct job_rec *out, bool *existing);
+ * Takes rec->params_json. done(flag = existing: an idempotent replay returned the
+ * first job) runs once the job is durable, or at once for a replay or error. */
+void head_submit(struct head *h, struct job_rec *rec, head_done_fn done, void *arg);
 /* tenant_id < 0: any tenant (admin). wait_s > 0: long-poll until the job changes
  * from *version (0 = from now), ends, or wait_s passes; *version is updated. */
 int head_get(struct head *h, int64_t tenant_id, uint64_t id, int wait_s, uint64_t *version,
              struct job_rec *out);
 int head_cancel(struct head *h, int64_t tenant_id, uint64_t id, struct job_rec *out);
 
+/* Long-polls and event streams on suspended connections. head_watch links w to
+ * the job (visible to tenant_id; < 0: any) and returns 0 with *watching true,
+ * unless the job already ended (then *watching is false) — either way out gets
+ * the job as it is now and *version its version. Not found: GPUQ_ENOENT.
+ * w->fire runs with the table lock held; it may copy the job with head_job_copy.
+ * With since != 0, a job whose version differs from since is not watched. */
+int head_watch(struct head *h, int64_t tenant_id, uint64_t id, uint64_t since,
+               struct job_watch *w, bool *watching, struct job_rec *out, uint64_t *version);
+/* Unlinks w; true if it was still linked (it will not fire). */
+bool head_unwatch(struct head *h, uint64_t id, struct job_watch *w);
+/* Copies a job (params included) — under the table lock, e.g. inside fire. */
+void head_job_copy(const struct hjob *j, struct job_rec *out, uint64_t *version);
+
 /* Agent side, fenced by (worker, attempt). */
 int head_progress(struct head *h, uint64_t id, const char *worker, int attempt,
                   enum job_phase phase, double progress);
-/* *duplicate: this attempt's result was already accepted (a retried request). */
-int head_complete(struct head *h, uint64_t id, const char *worker, int attempt,
-                  const char *content_type, const void *data, size_t len, int64_t load_ms,
-                  int64_t run_ms, bool *duplicate);
+/* done(flag = duplicate: this attempt's result was already accepted, a retried
+ * request) runs once the result is durable. data must stay valid until then. */
+void head_complete(struct head *h, uint64_t id, const char *worker, int attempt,
+                   const char *content_type, const void *data, size_t len, int64_t load_ms,
+                   int64_t run_ms, head_done_fn done, void *arg);
 /* Retries elsewhere while attempts remain (never for bad_input); else the job fails. */
 int head_fail(struct head *h, uint64_t id, const char *worker, int attempt, const char *cls,
               const char *message, bool *retried);
