@@ -72,6 +72,8 @@ static void fail_store(struct ctx *c, int rc)
 {
     if (rc == GPUQ_EIO)
         fail(c, 503, "unavailable", NULL, "the store could not commit the change; retry later");
+    else if (rc == GPUQ_EAGAIN)
+        fail(c, 503, "unavailable", NULL, "the same change is being committed; retry later");
     else
         fail(c, 500, "internal", NULL, "%s", gpuq_strerror(rc));
 }
@@ -352,7 +354,7 @@ static void delete_job(struct ctx *c, uint64_t id)
         return;
     }
     if (rc == GPUQ_ECONFLICT) {
-        fail(c, 409, "conflict", "state", "job %llu already ended (%s)", (unsigned long long)id,
+        fail(c, 409, "conflict", "state", "job %llu already ended or is storing its result (%s)", (unsigned long long)id,
              job_state_name(j.state));
         job_rec_free_fields(&j);
         return;

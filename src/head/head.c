@@ -279,7 +279,7 @@ int head_cancel(struct head *h, int64_t tenant_id, uint64_t id, struct job_rec *
         jobs_unlock(h->jobs);
         return GPUQ_ENOENT;
     }
-    if (job_state_terminal(j->rec.state)) {
+    if (job_state_terminal(j->rec.state) || j->completing) { /* completing: too late */
         copy_out(&j->rec, out);
         jobs_unlock(h->jobs);
         return GPUQ_ECONFLICT;
@@ -312,6 +312,8 @@ static int fence(struct head *h, uint64_t id, const char *worker, int attempt, s
     if (j->rec.state != JOB_RUNNING || j->rec.attempt != attempt ||
         strcmp(j->rec.worker_id, worker) != 0)
         return GPUQ_ESTALE;
+    if (j->completing)
+        return GPUQ_EAGAIN; /* its result is being committed */
     *out = j;
     return 0;
 }
@@ -342,7 +344,16 @@ static void complete_done(struct commit_op *op, int rc)
     jobs_lock(h->jobs);
     struct hjob *j = jobs_find(h->jobs, o->rec.id);
     if (j) {
-        jobs_changed(h->jobs, j);
+        j->completing = false;
+        if (rc == 0) { /* durable now: clients may see it */
+            j->rec.state = o->rec.state;
+            j->rec.phase = o->rec.phase;
+            j->rec.progress = o->rec.progress;
+            j->rec.finished_ms = o->rec.finished_ms;
+            memcpy(j->rec.result_type, o->rec.result_type, sizeof j->rec.result_type);
+            j->rec.result_bytes = o->rec.result_bytes;
+            jobs_changed(h->jobs, j);
+        }
         copy_out(&j->rec, &out);
     }
     jobs_unlock(h->jobs);
@@ -378,13 +389,15 @@ void head_complete(struct head *h, uint64_t id, const char *worker, int attempt,
         done(arg, rc, &out, false);
         return;
     }
-    j->rec.state = JOB_SUCCEEDED;
-    j->rec.phase = PHASE_NONE;
-    j->rec.progress = 1.0;
-    j->rec.finished_ms = clock_wall_ms();
-    snprintf(j->rec.result_type, sizeof j->rec.result_type, "%s", content_type);
-    j->rec.result_bytes = (int64_t)len;
+    /* The job stays running in memory until the result is durable (complete_done). */
+    j->completing = true;
     struct job_op *o = job_op_new(h, j);
+    o->rec.state = JOB_SUCCEEDED;
+    o->rec.phase = PHASE_NONE;
+    o->rec.progress = 1.0;
+    o->rec.finished_ms = clock_wall_ms();
+    snprintf(o->rec.result_type, sizeof o->rec.result_type, "%s", content_type);
+    o->rec.result_bytes = (int64_t)len;
     o->result = data;
     o->result_len = len;
     o->load_ms = load_ms;
@@ -414,7 +427,7 @@ void head_requeue(struct head *h, uint64_t job_id, const char *exclude_worker)
 {
     jobs_lock(h->jobs);
     struct hjob *j = jobs_find(h->jobs, job_id);
-    if (j && j->rec.state == JOB_RUNNING)
+    if (j && j->rec.state == JOB_RUNNING && !j->completing)
         requeue_locked(h, j, exclude_worker);
     jobs_unlock(h->jobs);
 }

@@ -38,6 +38,7 @@ struct hjob {
     int waiters;            /* threads waiting on changed */
     pthread_cond_t changed;
     bool committed;         /* its insert is durable */
+    bool completing;        /* a result is being committed: it shows once durable */
     struct hjob *next;      /* hash chain */
 };
 
