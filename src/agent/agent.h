@@ -96,6 +96,7 @@ struct worker {
     int64_t restart_at_ns;   /* when DOWN: next spawn */
     int64_t hello_deadline_ns;
     bool warm_started;
+    bool warm_failed;      /* a warm-up job failed: not ready; restart the runtime */
     uint64_t seq;            /* ids for load/unload/ping */
     char ping_id[32];
     int64_t ping_sent_ns;    /* 0: none outstanding */

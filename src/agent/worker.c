@@ -113,9 +113,10 @@ static void job_remove(struct worker *w, struct job *j)
 
 static void job_fail(struct worker *w, struct job *j, const char *cls, const char *message)
 {
-    if (j->warmup)
+    if (j->warmup) {
         log_warn(MOD, "worker %s: warm-up of %s failed: %s: %s", w->id, j->model, cls, message);
-    else
+        w->warm_failed = true;
+    } else
         report_fail(w, j, cls, message);
     job_remove(w, j);
 }
@@ -261,6 +262,7 @@ static void spawn_runtime(struct worker *w)
     w->next_ping_ns = now + (int64_t)c->ping_interval_ms * NS_PER_MS;
     w->load_rid[0] = '\0';
     w->warm_started = false;
+    w->warm_failed = false;
 }
 
 /* The runtime is gone or must go: kill it, fail what it was doing with cls,
@@ -814,8 +816,12 @@ static void *controller_main(void *arg)
             start_warmup(w);
         if (w->rts == RTS_UP && w->state == WS_WARMING && w->warm_started &&
             count_jobs(w, true) == 0) {
-            log_info(MOD, "worker %s: warm-up done, ready", w->id);
-            set_state(w, WS_READY);
+            if (w->warm_failed) { /* R25: a worker that cannot run its pinned models is not ready */
+                runtime_lost(w, "warmup", "a pinned model failed its warm-up");
+            } else {
+                log_info(MOD, "worker %s: warm-up done, ready", w->id);
+                set_state(w, WS_READY);
+            }
         }
         advance(w);
 

@@ -56,7 +56,7 @@ def png_ok(data):
 class Agent:
     """A gpuq-agent against a head, with its config and log in tmp."""
 
-    def __init__(self, head, tmp, host, gpus=4, extra="", env=None, nvml=False):
+    def __init__(self, head, tmp, host, gpus=4, extra="", env=None, nvml=False, runtime=None):
         self.head, self.host = head, host
         self.dir = os.path.join(str(tmp), host)
         os.makedirs(self.dir, exist_ok=True)
@@ -66,7 +66,7 @@ class Agent:
         nvml_line = f"nvml_library = {FAKE_NVML}" if nvml else "nvml = false"
         with open(self.config, "w") as f:
             f.write(f"""[agent]
-runtime = {binary('gpuq-sim-runtime')} --scale 0.001 --fault-file {self.fault_file}
+runtime = {runtime or binary('gpuq-sim-runtime') + ' --scale 0.001 --fault-file ' + self.fault_file}
 host = {host}
 {nvml_line}
 work_dir = {self.dir}/work
@@ -379,3 +379,18 @@ def test_agent_runtime_faults_are_reported_with_their_class(cluster):
     agent.wait_ready()
     j = wait_job(c, submit(c, {"capability": "image.fast", "params": {"prompt": "ok"}})["id"], 30)
     assert j["state"] == "succeeded", j
+
+
+def test_agent_worker_whose_pinned_model_fails_warm_up_is_not_ready(cluster):
+    """R25: a worker announces itself ready only after its pinned models ran a
+    synthetic job. gpuq-cuda-runtime without a driver fails every load, so the
+    worker stays 'warming' while the agent restarts the runtime and retries."""
+    head, make_agent = cluster
+    env = dict(os.environ, GPUQ_CUDA_LIBRARY=os.path.join(BUILD, "no-such-libcuda.so.1"))
+    agent = make_agent("nocuda", gpus=1, env=env, runtime=binary("gpuq-cuda-runtime"),
+                       extra="[model.upscale]\nvram_mb = 100\ncapabilities = upscale\n[gpu.0]\npinned = upscale\n")
+    wait_until(lambda: agent.log().count("failed its warm-up") >= 2, 20,
+               "two warm-up failures, the runtime restarted between them")
+    assert "CUDA unavailable" in agent.log()
+    ws = [w for w in workers(head) if w["id"] == "nocuda-gpu0"]
+    assert ws and ws[0]["state"] == "warming", ws
