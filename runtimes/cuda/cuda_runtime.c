@@ -26,9 +26,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
-#include <png.h>
 #include <pthread.h>
-#include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -38,6 +36,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "../common/png_write.h"
 
 #define RT_PROTOCOL 1
 #define RT_NAME "gpuq-cuda-runtime"
@@ -713,37 +713,6 @@ static struct julia_params julia_from_seed(uint64_t seed)
     return p;
 }
 
-/* Writes 8-bit RGB rows as a PNG, quickly (compression level 1, Sub filter). */
-static int write_png(const char *path, int w, int h, const unsigned char *px)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return -1;
-    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
-    png_infop info = png ? png_create_info_struct(png) : NULL;
-    if (!info) {
-        png_destroy_write_struct(&png, NULL);
-        fclose(f);
-        return -1;
-    }
-    if (setjmp(png_jmpbuf(png))) {
-        png_destroy_write_struct(&png, &info);
-        fclose(f);
-        return -1;
-    }
-    png_init_io(png, f);
-    png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, 8, PNG_COLOR_TYPE_RGB,
-                 PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-    png_set_compression_level(png, 1);
-    png_set_filter(png, PNG_FILTER_TYPE_BASE, PNG_FILTER_SUB);
-    png_write_info(png, info);
-    for (int y = 0; y < h; y++)
-        png_write_row(png, (png_const_bytep)(px + (size_t)y * (size_t)w * 3));
-    png_write_end(png, NULL);
-    png_destroy_write_struct(&png, &info);
-    return fclose(f) == 0 ? 0 : -1;
-}
-
 /* True when the run in progress was cancelled or the runtime is stopping. */
 static bool should_stop(bool *quitting)
 {
@@ -839,7 +808,7 @@ static void do_run(const struct task *t)
     char path[PATH_MAX + RT_ID_MAX + 16], tmp[PATH_MAX + RT_ID_MAX + 32];
     snprintf(path, sizeof path, "%s/%s.png", t->output_dir, safe);
     snprintf(tmp, sizeof tmp, "%s/.%s.png.tmp", t->output_dir, safe);
-    int wr = write_png(tmp, w, h, px);
+    int wr = png_write_rgb(tmp, w, h, px);
     free(px);
     if (wr != 0 || rename(tmp, path) != 0) {
         char msg[sizeof path + 128];

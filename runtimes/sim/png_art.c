@@ -1,8 +1,9 @@
-/* png_art.c: draws the sim runtime's PNG outputs with libpng's simplified API. */
+/* png_art.c: draws the sim runtime's PNG outputs (written by ../common/png_write.c). */
 #include "png_art.h"
 
+#include "../common/png_write.h"
+
 #include <math.h>
-#include <png.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,39 +15,6 @@ static uint64_t mix(uint64_t x)
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     return x ^ (x >> 31);
-}
-
-/* Writes 8-bit RGB rows with fast settings: compression level 1 and the Sub
- * filter only (libpng's defaults try every filter on every row at level 6,
- * which costs more than drawing the picture). */
-static int write_png(const char *path, int w, int h, unsigned char *px)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return -1;
-    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
-    png_infop info = png ? png_create_info_struct(png) : NULL;
-    if (!info) {
-        png_destroy_write_struct(&png, NULL);
-        fclose(f);
-        return -1;
-    }
-    if (setjmp(png_jmpbuf(png))) {
-        png_destroy_write_struct(&png, &info);
-        fclose(f);
-        return -1;
-    }
-    png_init_io(png, f);
-    png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, 8, PNG_COLOR_TYPE_RGB,
-                 PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-    png_set_compression_level(png, 1);
-    png_set_filter(png, PNG_FILTER_TYPE_BASE, PNG_FILTER_SUB);
-    png_write_info(png, info);
-    for (int y = 0; y < h; y++)
-        png_write_row(png, px + (size_t)y * (size_t)w * 3);
-    png_write_end(png, NULL);
-    png_destroy_write_struct(&png, &info);
-    return fclose(f) == 0 ? 0 : -1;
 }
 
 int png_art_write(const char *path, int w, int h, uint64_t seed, bool solid)
@@ -114,7 +82,7 @@ int png_art_write(const char *path, int w, int h, uint64_t seed, bool solid)
     }
     memcpy(tmp, path, plen);
     memcpy(tmp + plen, ".tmp", 5);
-    int ok = write_png(tmp, w, h, px) == 0;
+    int ok = png_write_rgb(tmp, w, h, px) == 0;
     free(px);
     if (!ok || rename(tmp, path) != 0) {
         remove(tmp);
