@@ -3,6 +3,7 @@
 dirs. Sim times are scaled down so that the whole file stays short; every wait
 is bounded and ends on an observed condition."""
 
+import json
 import os
 import signal
 import struct
@@ -394,3 +395,22 @@ def test_agent_worker_whose_pinned_model_fails_warm_up_is_not_ready(cluster):
     assert "CUDA unavailable" in agent.log()
     ws = [w for w in workers(head) if w["id"] == "nocuda-gpu0"]
     assert ws and ws[0]["state"] == "warming", ws
+
+
+def test_agent_restarted_runtime_warms_pinned_model_before_ready_again(cluster):
+    """A runtime that dies takes its resident models with it: the worker goes
+    back to warming and is ready again only after its pinned model ran a
+    warm-up job on the new runtime."""
+    head, make_agent = cluster
+    agent = make_agent("rewarm", gpus=1, extra="[gpu.0]\npinned = upscale\n")
+    agent.wait_ready()
+    assert agent.log().count("warm-up done, ready") == 1
+    pids = wait_until(lambda: runtime_pids("rewarm-gpu0"), 10, "the runtime of rewarm-gpu0")
+    os.kill(pids[0], signal.SIGKILL)
+    wait_until(lambda: agent.log().count("warm-up done, ready") == 2, 20,
+               "a second warm-up on the restarted runtime")
+    log = agent.log()
+    assert log.index("runtime pid %d lost" % pids[0]) < log.rindex("warm-up of upscale done")
+    wait_until(lambda: any(w["id"] == "rewarm-gpu0" and w["state"] == "ready"
+                           and "upscale" in json.dumps(w) for w in workers(head)), 10,
+               "rewarm-gpu0 ready with upscale loaded")
