@@ -37,7 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/png_write.h"
+#include "../common/output.h"
 
 #define RT_PROTOCOL 1
 #define RT_NAME "gpuq-cuda-runtime"
@@ -796,24 +796,12 @@ static void do_run(const struct task *t)
         return;
     }
 
-    char safe[RT_ID_MAX];
-    size_t k = 0;
-    for (size_t i = 0; t->id[i] && k + 1 < sizeof safe; i++) {
-        char c = t->id[i];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '-' || c == '_' || (c == '.' && k > 0);
-        safe[k++] = ok ? c : '_';
-    }
-    safe[k] = '\0';
-    char path[PATH_MAX + RT_ID_MAX + 16], tmp[PATH_MAX + RT_ID_MAX + 32];
-    snprintf(path, sizeof path, "%s/%s.png", t->output_dir, safe);
-    snprintf(tmp, sizeof tmp, "%s/.%s.png.tmp", t->output_dir, safe);
-    int wr = png_write_rgb(tmp, w, h, px);
+    char path[PATH_MAX + RT_ID_MAX + 16];
+    int wr = rt_write_png(t->output_dir, t->id, w, h, px, path, sizeof path);
     free(px);
-    if (wr != 0 || rename(tmp, path) != 0) {
+    if (wr != 0) {
         char msg[sizeof path + 128];
         snprintf(msg, sizeof msg, "could not write %s: %s", path, strerror(errno));
-        remove(tmp);
         emit_error(t->id, "internal", msg);
         return;
     }
@@ -907,14 +895,6 @@ static int64_t param_int(json_t *params, const char *key, int64_t dflt, int64_t 
     return x < (double)lo ? lo : x > (double)hi ? hi : (int64_t)x;
 }
 
-static uint64_t hash_str(const char *s)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; s && *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 static struct task *new_task(enum task_kind kind, const char *id, const char *model)
 {
     struct task *t = calloc(1, sizeof *t);
@@ -990,7 +970,7 @@ static void handle_run(json_t *msg, const char *id)
         else if (json_is_real(sv) && isfinite(json_real_value(sv)))
             seed = (uint64_t)(int64_t)json_real_value(sv);
         uint64_t s = seed;
-        t->seed = splitmix(&s) ^ hash_str(json_string_value(json_object_get(params, "prompt")));
+        t->seed = splitmix(&s) ^ rt_hash_str(json_string_value(json_object_get(params, "prompt")));
     }
     submit(t, id);
 }

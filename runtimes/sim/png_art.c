@@ -1,7 +1,5 @@
-/* png_art.c: draws the sim runtime's PNG outputs (written by ../common/png_write.c). */
+/* png_art.c: draws the sim runtime's pictures (written by ../common/output.c). */
 #include "png_art.h"
-
-#include "../common/png_write.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -17,13 +15,13 @@ static uint64_t mix(uint64_t x)
     return x ^ (x >> 31);
 }
 
-int png_art_write(const char *path, int w, int h, uint64_t seed, bool solid)
+unsigned char *png_art_draw(int w, int h, uint64_t seed, bool solid)
 {
     if (w < 1 || h < 1 || w > 4096 || h > 4096)
-        return -1;
+        return NULL;
     unsigned char *px = malloc((size_t)w * (size_t)h * 3);
     if (!px)
-        return -1;
+        return NULL;
     uint64_t r = mix(seed);
     double fx = 0.02 + (double)(r & 0xff) / 2000.0;
     double fy = 0.02 + (double)((r >> 8) & 0xff) / 2000.0;
@@ -39,7 +37,7 @@ int png_art_write(const char *path, int w, int h, uint64_t seed, bool solid)
         free(colw);
         free(roww);
         free(px);
-        return -1;
+        return NULL;
     }
     for (int x = 0; x < w; x++)
         for (int k = 0; k < 3; k++)
@@ -74,21 +72,5 @@ int png_art_write(const char *path, int w, int h, uint64_t seed, bool solid)
     }
     free(colw);
     free(roww);
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 5);
-    if (!tmp) {
-        free(px);
-        return -1;
-    }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-    int ok = png_write_rgb(tmp, w, h, px) == 0;
-    free(px);
-    if (!ok || rename(tmp, path) != 0) {
-        remove(tmp);
-        free(tmp);
-        return -1;
-    }
-    free(tmp);
-    return 0;
+    return px;
 }

@@ -7,8 +7,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* png_art_write draws a w×h RGB picture into path (written to path.tmp, then
- * renamed). Returns 0 or -1 with errno-like failure logged by the caller. */
-int png_art_write(const char *path, int w, int h, uint64_t seed, bool solid);
+/* png_art_draw draws a w×h picture: rows of w*3 RGB bytes, malloc'd (the
+ * caller frees), or NULL if w or h is out of 1..4096 or memory runs out. */
+unsigned char *png_art_draw(int w, int h, uint64_t seed, bool solid);
 
 #endif

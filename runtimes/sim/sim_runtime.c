@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/output.h"
 #include "png_art.h"
 
 #define SIM_PROTOCOL 1
@@ -378,14 +379,6 @@ static bool handle_line(const char *line, size_t len)
     return true;
 }
 
-static uint64_t hash_str(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; s && *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 static void finish_run(struct op *o)
 {
     if (strcmp(o->fault, "oom") == 0) {
@@ -400,21 +393,13 @@ static void finish_run(struct op *o)
     int64_t h = param_int(o->params, "height", 1024, 64, 4096) / 8;
     w = w < 16 ? 16 : w > 256 ? 256 : w;
     h = h < 16 ? 16 : h > 256 ? 256 : h;
-    uint64_t seed = hash_str(json_string_value(json_object_get(o->params, "prompt"))) ^
-                    (uint64_t)param_int(o->params, "seed", 0, 0, INT64_MAX) ^ hash_str(o->model);
+    uint64_t seed = rt_hash_str(json_string_value(json_object_get(o->params, "prompt"))) ^
+                    (uint64_t)param_int(o->params, "seed", 0, 0, INT64_MAX) ^ rt_hash_str(o->model);
     char path[PATH_MAX + 160];
-    char safe[128];
-    size_t k = 0;
-    for (size_t i = 0; o->id[i] && k + 1 < sizeof safe; i++) {
-        char c = o->id[i];
-        safe[k++] = ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                     c == '-' || c == '_' || c == '.')
-                        ? c
-                        : '_';
-    }
-    safe[k] = '\0';
-    snprintf(path, sizeof path, "%s/%s.png", o->output_dir, safe);
-    if (png_art_write(path, (int)w, (int)h, seed, strcmp(o->fault, "solid") == 0) != 0) {
+    unsigned char *px = png_art_draw((int)w, (int)h, seed, strcmp(o->fault, "solid") == 0);
+    int wr = px ? rt_write_png(o->output_dir, o->id, (int)w, (int)h, px, path, sizeof path) : -1;
+    free(px);
+    if (wr != 0) {
         emit_error(o->id, "internal", "could not write the output PNG");
         return;
     }
