@@ -25,10 +25,12 @@ struct http_server {
     struct MHD_Daemon *mhd;
     struct http_options opt;
     int port;
-    /* Connections suspended now: MHD must not be stopped with any. */
+    /* Connections suspended now: MHD must not be stopped with any. Counted
+     * lock-free; the lock and condition serve only http_stop's wait. */
+    atomic_int suspended;
+    atomic_bool stopping;
     pthread_mutex_t lock;
     pthread_cond_t idle;
-    int suspended;
 };
 
 /* Per-request state, from the first call of the access handler until MHD is
@@ -74,10 +76,10 @@ void http_req_release(struct http_req *req)
 
 static void count_suspended(struct http_server *srv, int delta)
 {
+    if (atomic_fetch_add(&srv->suspended, delta) + delta != 0 || !atomic_load(&srv->stopping))
+        return;
     pthread_mutex_lock(&srv->lock);
-    srv->suspended += delta;
-    if (srv->suspended == 0)
-        pthread_cond_broadcast(&srv->idle);
+    pthread_cond_broadcast(&srv->idle);
     pthread_mutex_unlock(&srv->lock);
 }
 
@@ -418,11 +420,12 @@ void http_stop(struct http_server *s)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_sec += 10;
+    atomic_store(&s->stopping, true);
     pthread_mutex_lock(&s->lock);
-    while (s->suspended > 0)
+    while (atomic_load(&s->suspended) > 0)
         if (pthread_cond_timedwait(&s->idle, &s->lock, &ts))
             break;
-    int left = s->suspended;
+    int left = atomic_load(&s->suspended);
     pthread_mutex_unlock(&s->lock);
     if (left)
         log_warn(MOD, "%d connections still suspended at stop", left);

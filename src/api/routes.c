@@ -129,6 +129,15 @@ static void render_job(struct ctx *c, int status, const struct job_rec *j)
     reply_json(c, status);
 }
 
+/* False (403 sent) unless the caller is of this kind. */
+static bool require(struct ctx *c, int kind, const char *why)
+{
+    if ((int)c->who.kind == kind)
+        return true;
+    fail(c, 403, "forbidden", NULL, "%s", why);
+    return false;
+}
+
 /* The tenant scope of a job call: the tenant's own, or any for the admin. */
 static bool job_scope(struct ctx *c, int64_t *tenant_id)
 {
@@ -152,8 +161,9 @@ struct later {
     struct head *h;
     struct http_req *req;
     struct caller who;
+    uint64_t id;           /* the job the request names (0: a new one) */
     int rc;
-    bool flag;
+    bool flag;             /* head_done_fn's flag */
     struct job_rec job;    /* owned */
     struct buf body;       /* pre-rendered answer (agent polls) */
 };
@@ -219,10 +229,8 @@ static void submit_finish(void *arg, struct http_resp *resp)
  * waits suspended meanwhile, holding no thread. */
 static void post_job(struct ctx *c)
 {
-    if (c->who.kind != CALLER_TENANT) {
-        fail(c, 403, "forbidden", NULL, "jobs are submitted with a tenant's key");
+    if (!require(c, CALLER_TENANT, "jobs are submitted with a tenant's key"))
         return;
-    }
     size_t len;
     const char *body = http_body(c->req, &len);
     struct job_rec rec;
@@ -259,8 +267,7 @@ static void job_answer(struct ctx *c, int rc, uint64_t id, const struct job_rec 
  * the struct lives until both the timer and the connection are done with it. */
 struct long_poll {
     struct job_watch w;    /* first: fire gets it */
-    struct later *l;
-    uint64_t id;
+    struct later *l;       /* l->id: the job */
     int64_t tenant_id;
     atomic_bool won;
     atomic_int refs;       /* the connection's + the timer's */
@@ -285,8 +292,8 @@ static void long_poll_timeout(void *arg)
 {
     struct long_poll *p = arg;
     if (!atomic_exchange(&p->won, true)) {
-        head_unwatch(p->l->h, p->id, &p->w);
-        p->l->rc = head_get(p->l->h, p->tenant_id, p->id, 0, NULL, &p->l->job);
+        head_unwatch(p->l->h, p->l->id, &p->w);
+        p->l->rc = head_get(p->l->h, p->tenant_id, p->l->id, NULL, &p->l->job);
         http_resume(p->l->req);
     }
     long_poll_unref(p);
@@ -298,7 +305,7 @@ static void long_poll_finish(void *arg, struct http_resp *resp)
     struct later *l = p->l;
     struct ctx c;
     later_ctx(l, resp, &c);
-    job_answer(&c, l->rc, p->id, &l->job);
+    job_answer(&c, l->rc, l->id, &l->job);
     later_free(l);
     long_poll_unref(p);
 }
@@ -311,7 +318,7 @@ static void get_job(struct ctx *c, uint64_t id)
         return;
     struct job_rec j;
     uint64_t version = 0;
-    int rc = head_get(c->h, tenant, id, 0, &version, &j);
+    int rc = head_get(c->h, tenant, id, &version, &j);
     if (rc || wait == 0 || job_state_terminal(j.state)) {
         job_answer(c, rc, id, &j);
         if (!rc)
@@ -321,7 +328,7 @@ static void get_job(struct ctx *c, uint64_t id)
     job_rec_free_fields(&j);
     struct long_poll *p = xcalloc(1, sizeof *p);
     p->l = later_new(c);
-    p->id = id;
+    p->l->id = id;
     p->tenant_id = tenant;
     p->w.fire = long_poll_fire;
     atomic_init(&p->refs, 2);
@@ -374,7 +381,7 @@ static void get_result(struct ctx *c, uint64_t id)
     if (!job_scope(c, &tenant))
         return;
     struct job_rec j;
-    int rc = head_get(c->h, tenant, id, 0, NULL, &j);
+    int rc = head_get(c->h, tenant, id, NULL, &j);
     if (rc) {
         job_answer(c, rc, id, NULL);
         return;
@@ -536,7 +543,7 @@ static void get_events(struct ctx *c, uint64_t id)
     if (!job_scope(c, &tenant))
         return;
     struct job_rec j;
-    int rc = head_get(c->h, tenant, id, 0, NULL, &j);
+    int rc = head_get(c->h, tenant, id, NULL, &j);
     if (rc) {
         job_answer(c, rc, id, NULL);
         return;
@@ -641,10 +648,7 @@ static void list_jobs(struct ctx *c)
 
 static bool require_admin(struct ctx *c)
 {
-    if (c->who.kind == CALLER_ADMIN)
-        return true;
-    fail(c, 403, "forbidden", NULL, "this call needs the admin key");
-    return false;
+    return require(c, CALLER_ADMIN, "this call needs the admin key");
 }
 
 struct tenant_op {
@@ -792,13 +796,6 @@ static void drain_worker(struct ctx *c, const char *id)
 
 /* ---- agent routes ---- */
 
-static bool require_worker(struct ctx *c)
-{
-    if (c->who.kind == CALLER_WORKER)
-        return true;
-    fail(c, 403, "forbidden", NULL, "agent calls need a worker token");
-    return false;
-}
 
 static void agent_register(struct ctx *c)
 {
@@ -934,22 +931,13 @@ static void agent_progress(struct ctx *c, uint64_t id)
     reply_json(c, 200);
 }
 
-static void complete_done(void *arg, int rc, struct job_rec *job, bool duplicate)
-{
-    (void)job;
-    struct later *l = arg;
-    l->rc = rc;
-    l->flag = duplicate;
-    http_resume(l->req);
-}
-
 static void complete_finish(void *arg, struct http_resp *resp)
 {
     struct later *l = arg;
     struct ctx c;
     later_ctx(l, resp, &c);
     if (l->rc) {
-        fenced_error(&c, l->rc, l->job.id);
+        fenced_error(&c, l->rc, l->id);
     } else {
         buf_printf(&resp->body, "{\"ok\":true,\"duplicate\":%s}", l->flag ? "true" : "false");
         reply_json(&c, 200);
@@ -981,11 +969,10 @@ static void agent_complete(struct ctx *c, uint64_t id)
     size_t len;
     const char *body = http_body(c->req, &len);
     struct later *l = later_new(c);
-    l->job.id = id;
+    l->id = id;
     http_defer(c->req, complete_finish, l);
     /* The body stays valid while the connection waits for the commit. */
-    head_complete(c->h, id, worker, (int)attempt, type, body, len, load_ms, run_ms, complete_done,
-                  l);
+    head_complete(c->h, id, worker, (int)attempt, type, body, len, load_ms, run_ms, later_done, l);
 }
 
 static void agent_fail(struct ctx *c, uint64_t id)
@@ -1068,7 +1055,7 @@ static bool path_is(struct ctx *c, int nparts, ...)
 
 static void route_agent(struct ctx *c)
 {
-    if (!require_worker(c))
+    if (!require(c, CALLER_WORKER, "agent calls need a worker token"))
         return;
     uint64_t id;
     if (is(c, "POST", 3, "v1", "agent", "register"))

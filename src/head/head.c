@@ -195,7 +195,7 @@ static struct hjob *find_visible(struct head *h, int64_t tenant_id, uint64_t id)
     return j;
 }
 
-int head_get(struct head *h, int64_t tenant_id, uint64_t id, int wait_s, uint64_t *version,
+int head_get(struct head *h, int64_t tenant_id, uint64_t id, uint64_t *version,
              struct job_rec *out)
 {
     jobs_lock(h->jobs);
@@ -216,14 +216,7 @@ int head_get(struct head *h, int64_t tenant_id, uint64_t id, int wait_s, uint64_
             *version = 0;
         return 0;
     }
-    if (wait_s > 0 && !job_state_terminal(j->rec.state)) {
-        uint64_t v = version && *version ? *version : j->version;
-        if (j->version == v)
-            jobs_wait(h->jobs, j, v, clock_mono_ns() + (int64_t)wait_s * NS_PER_S);
-    }
-    copy_out(&j->rec, out);
-    if (version)
-        *version = j->version;
+    head_job_copy(j, out, version);
     jobs_unlock(h->jobs);
     return 0;
 }

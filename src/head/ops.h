@@ -20,9 +20,9 @@ typedef void (*head_done_fn)(void *arg, int rc, struct job_rec *out, bool flag);
  * Takes rec->params_json. done(flag = existing: an idempotent replay returned the
  * first job) runs once the job is durable, or at once for a replay or error. */
 void head_submit(struct head *h, struct job_rec *rec, head_done_fn done, void *arg);
-/* tenant_id < 0: any tenant (admin). wait_s > 0: long-poll until the job changes
- * from *version (0 = from now), ends, or wait_s passes; *version is updated. */
-int head_get(struct head *h, int64_t tenant_id, uint64_t id, int wait_s, uint64_t *version,
+/* The job as it is now. tenant_id < 0: any tenant (admin). *version (if not
+ * NULL) gets its version, for head_watch; 0 for a job read from the store. */
+int head_get(struct head *h, int64_t tenant_id, uint64_t id, uint64_t *version,
              struct job_rec *out);
 int head_cancel(struct head *h, int64_t tenant_id, uint64_t id, struct job_rec *out);
 
