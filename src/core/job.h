@@ -14,7 +14,8 @@ enum sjob_state { SJOB_QUEUED = 0, SJOB_PLACED = 1, SJOB_RUNNING = 2 };
 struct sworker;
 
 struct sjob {
-    struct job_spec spec;
+    struct job_spec spec; /* spec.exclude points at excl (owned) or is NULL */
+    char (*excl)[SCHED_NAME_MAX]; /* owned copy of the exclusion list; NULL when none */
     int cap;              /* capability index */
     int model;            /* model index */
     double work;          /* size measure: pixels x steps x frames (>= 1) */

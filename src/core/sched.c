@@ -62,8 +62,10 @@ void sched_destroy(struct sched *s)
         return;
     size_t pos = 0;
     void *v;
-    while (hashmap_next(&s->jobs, &pos, NULL, NULL, &v))
+    while (hashmap_next(&s->jobs, &pos, NULL, NULL, &v)) {
+        free(((struct sjob *)v)->excl);
         free(v);
+    }
     for (int i = 0; i < s->nworkers; i++) {
         free(s->workers[i]->slots);
         free(s->workers[i]);
@@ -398,6 +400,7 @@ static void forget_job(struct sched *s, struct sjob *j)
 {
     s->backlog_s -= (j->state != SJOB_RUNNING) ? j->cost_s : 0;
     hashmap_del_u64(&s->jobs, j->spec.id);
+    free(j->excl);
     free(j);
 }
 
@@ -543,7 +546,8 @@ int sched_job_add(struct sched *s, const struct job_spec *spec, int64_t now)
         see_now(s, now);
     if (!s || !spec || !spec->capability[0] ||
         (spec->lane != SCHED_LANE_INTERACTIVE && spec->lane != SCHED_LANE_BATCH) ||
-        (spec->tier != SCHED_TIER_PAID && spec->tier != SCHED_TIER_FREE))
+        (spec->tier != SCHED_TIER_PAID && spec->tier != SCHED_TIER_FREE) ||
+        spec->nexclude < 0 || (spec->nexclude > 0 && !spec->exclude))
         return GPUQ_EINVAL;
     if (hashmap_get_u64(&s->jobs, spec->id))
         return GPUQ_EEXIST;
@@ -551,7 +555,18 @@ int sched_job_add(struct sched *s, const struct job_spec *spec, int64_t now)
     j->spec = *spec;
     j->spec.capability[SCHED_NAME_MAX - 1] = '\0';
     j->spec.model[SCHED_NAME_MAX - 1] = '\0';
-    j->spec.exclude_worker[SCHED_NAME_MAX - 1] = '\0';
+    j->spec.exclude = NULL;
+    j->spec.nexclude = 0;
+    if (spec->nexclude > 0) {
+        j->excl = xcalloc((size_t)spec->nexclude, sizeof(*j->excl));
+        for (int i = 0; i < spec->nexclude; i++) {
+            size_t n = strnlen(spec->exclude[i], SCHED_NAME_MAX - 1);
+            memcpy(j->excl[i], spec->exclude[i], n);
+            j->excl[i][n] = '\0';
+        }
+        j->spec.exclude = (const char(*)[SCHED_NAME_MAX])j->excl;
+        j->spec.nexclude = spec->nexclude;
+    }
     j->cap = cap_index(s, j->spec.capability, true);
     job_resolve(s, j);
     j->cost_s = estimator_run_s(s->est, j->model, -1, j->work);

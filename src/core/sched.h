@@ -78,7 +78,13 @@ struct job_spec {
     enum sched_tier tier;
     uint32_t width, height, steps, frames; /* 0 = not given */
     int64_t submit_ns;
-    char exclude_worker[SCHED_NAME_MAX];   /* retry: avoid this worker ("" = none) */
+    /* Retry: workers to avoid (those that failed the job). Borrowed for the
+     * call: sched_job_add copies them. The scheduler avoids every one of them
+     * while another worker of the capability that is alive, healthy, not
+     * draining, large enough for the model and not excluded exists; otherwise
+     * it may use an excluded one rather than strand the job. */
+    const char (*exclude)[SCHED_NAME_MAX];
+    int nexclude;
 };
 
 /* One scored (or rejected) candidate of a decision. */

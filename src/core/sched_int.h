@@ -118,7 +118,15 @@ struct sworker *sched_full_top(struct sched *s, int cap);
 void sched_project(struct sched *s, struct sworker *w, int64_t now);
 /* sched_score_one: scores j on w; returns 0, or a reason code it was filtered
  * (SCORE_F_*). */
-enum { SCORE_OK = 0, SCORE_F_CAP, SCORE_F_VRAM, SCORE_F_BUSY, SCORE_F_UNHEALTHY };
+enum { SCORE_OK = 0, SCORE_F_CAP, SCORE_F_VRAM, SCORE_F_BUSY, SCORE_F_UNHEALTHY, SCORE_F_EXCLUDED };
+/* sched_worker_can_hold: model fits w's VRAM beside its pinned models (always
+ * true for no model). */
+bool sched_worker_can_hold(const struct sched *s, const struct sworker *w, int model);
+/* sched_job_excludes: worker_id is in j's exclusion list. */
+bool sched_job_excludes(const struct sjob *j, const char *worker_id);
+/* sched_exclusion_binds: another usable member worker could take j, so its
+ * excluded workers must be avoided (else they may serve it). */
+bool sched_exclusion_binds(const struct sched *s, const struct sjob *j);
 int sched_score_one(struct sched *s, struct sworker *w, const struct sjob *j, int64_t now,
                     struct sched_candidate *c);
 /* true when a ranks before b (lower completion time, then load ratio, speed, order). */

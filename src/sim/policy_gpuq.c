@@ -145,9 +145,12 @@ static void g_arrive(struct sim *s, int job)
     spec.steps = j->size.steps;
     spec.frames = j->size.frames;
     spec.submit_ns = ns(j->submit_t);
-    if (j->last_gpu >= 0 && sim_excluded(s, j, j->last_gpu))
-        snprintf(spec.exclude_worker, sizeof(spec.exclude_worker), "%s",
-                 s->gpus[j->last_gpu].spec->id);
+    char excl[1][SCHED_NAME_MAX];
+    if (j->last_gpu >= 0 && sim_excluded(s, j, j->last_gpu)) {
+        snprintf(excl[0], sizeof(excl[0]), "%s", s->gpus[j->last_gpu].spec->id);
+        spec.exclude = (const char(*)[SCHED_NAME_MAX])excl;
+        spec.nexclude = 1;
+    }
     sched_job_add(st->sched, &spec, ns(s->now));
     kick(s);
 }

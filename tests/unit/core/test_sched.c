@@ -374,7 +374,9 @@ static void test_worker_remove_reports_running_requeues_placed(void **state)
     /* The lost job may come back (retry) under the same id, avoiding gpu0. */
     struct job_spec j;
     mk_job(&j, 1, "image.fast", "image-v2", 1);
-    snprintf(j.exclude_worker, sizeof(j.exclude_worker), "gpu0");
+    const char excl[1][SCHED_NAME_MAX] = {"gpu0"};
+    j.exclude = excl;
+    j.nexclude = 1;
     assert_int_equal(sched_job_add(s, &j, S(1)), 0);
     assert_int_equal(sched_job_add(s, &j, S(1)), GPUQ_EEXIST);
     sched_dispatch(s, S(1), on_placed, &r);
