@@ -538,6 +538,108 @@ static void test_bad_input(void **state)
     sched_destroy(s);
 }
 
+
+static void add_excl(struct sched *s, uint64_t id, const char (*ex)[SCHED_NAME_MAX], int n,
+                     int64_t now)
+{
+    struct job_spec j;
+    mk_job(&j, id, "image.fast", "image-v2", 1);
+    j.submit_ns = now;
+    j.exclude = ex;
+    j.nexclude = n;
+    assert_int_equal(sched_job_add(s, &j, now), 0);
+}
+
+static void test_exclusion_list_avoids_every_failed_worker(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    struct worker_info w;
+    for (int i = 0; i < 3; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "gpu%d", i);
+        mk_worker(&w, id, 32768);
+        if (i < 2)
+            load(&w, "image-v2", 22528); /* gpu0, gpu1 warm: they would win */
+        assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    }
+    struct rec r = {0};
+    {
+        /* The list is borrowed: gone after the call, the copy stays. */
+        char ex[2][SCHED_NAME_MAX] = {"gpu0", "gpu1"};
+        add_excl(s, 1, (const char(*)[SCHED_NAME_MAX])ex, 2, 0);
+        memset(ex, 0, sizeof(ex));
+    }
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu2");
+    /* gpu2 is busy (running and its queue full): the job excluding gpu0 and
+     * gpu1 waits for it rather than run again where it failed. */
+    uint64_t id;
+    assert_int_equal(sched_take(s, "gpu2", 0, &id), 0);
+    add(s, 2, "image.fast", "image-v2", 1, 0);
+    add(s, 3, "image.fast", "image-v2", 1, 0);
+    const char ex01[2][SCHED_NAME_MAX] = {"gpu0", "gpu1"};
+    add_excl(s, 4, ex01, 2, S(1));
+    add_excl(s, 5, ex01, 2, S(1));
+    add_excl(s, 6, ex01, 2, S(1));
+    r.n = 0;
+    sched_dispatch(s, S(1), on_placed, &r);
+    int onex = 0;
+    for (uint64_t k = 4; k <= 6; k++) {
+        double st, fin;
+        assert_int_equal(sched_job_eta(s, k, S(1), &st, &fin), 0);
+    }
+    /* Jobs 4 and 5 fill gpu2's queue; 6 stays queued though gpu0/gpu1 are free. */
+    struct sched_stats stats;
+    sched_stats(s, &stats);
+    assert_int_equal(stats.queued, 1);
+    for (int i = 0; i < 2; i++) {
+        char wid[16];
+        snprintf(wid, sizeof(wid), "gpu%d", i);
+        uint64_t got;
+        while (sched_take(s, wid, S(1), &got) == 0) {
+            assert_true(got == 2 || got == 3);
+            onex++;
+        }
+    }
+    assert_int_equal(onex, 2);
+    /* gpu2 becomes unhealthy: nothing else can take job 6 (or 4, 5, sent
+     * back), so the excluded workers may serve them rather than strand them. */
+    mk_worker(&w, "gpu2", 32768);
+    w.healthy = false;
+    assert_int_equal(sched_worker_update(s, &w, S(2)), 0);
+    assert_int_equal(sched_job_finished(s, 2, true, 0, S(1), S(2)), 0);
+    assert_int_equal(sched_job_finished(s, 3, true, 0, S(1), S(2)), 0);
+    r.n = 0;
+    sched_dispatch(s, S(2), on_placed, &r);
+    assert_int_equal(r.n, 3);
+    sched_stats(s, &stats);
+    assert_int_equal(stats.queued, 0);
+    sched_destroy(s);
+}
+
+static void test_exclusion_ignores_a_worker_too_small(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    struct worker_info w;
+    mk_worker(&w, "gpu0", 32768);
+    load(&w, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    mk_worker(&w, "gpu1", 16384); /* cannot hold image-v2 */
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    const char ex[1][SCHED_NAME_MAX] = {"gpu0"};
+    add_excl(s, 1, ex, 1, 0);
+    struct rec r = {0};
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu0");
+    struct job_spec bad;
+    mk_job(&bad, 2, "image.fast", "image-v2", 1);
+    bad.nexclude = 1; /* no list */
+    assert_int_equal(sched_job_add(s, &bad, 0), GPUQ_EINVAL);
+    sched_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -554,6 +656,8 @@ int main(void)
         cmocka_unit_test(test_estimates_learn_from_finished_runs),
         cmocka_unit_test(test_queue_paid_first_free_not_starved),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_exclusion_list_avoids_every_failed_worker),
+        cmocka_unit_test(test_exclusion_ignores_a_worker_too_small),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
