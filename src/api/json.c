@@ -181,8 +181,9 @@ static int get_number(json_t *obj, const char *key, const char *field, double lo
     return 1;
 }
 
-static const char *const job_keys[] = {"capability", "model",           "params",   "lane",
-                                       "priority",   "idempotency_key", "deadline", NULL};
+static const char *const job_keys[] = {"capability",      "model",    "params",    "lane",
+                                       "priority",        "deadline", "timeout_s",
+                                       "idempotency_key", NULL};
 static const char *const param_keys[] = {"prompt", "negative_prompt", "width", "height",
                                          "steps",  "frames",          "seed",  "guidance",
                                          "fault",  "sim_ms",          NULL};
@@ -352,6 +353,9 @@ int json_parse_job(const char *body, size_t len, const struct head_config *cfg,
                       "deadline: %lld is in the past (Unix milliseconds expected)", deadline);
         goto out;
     }
+    long long timeout_s = 0;
+    if (get_int(root, "timeout_s", "timeout_s", 1, 7 * 86400, &timeout_s, err) < 0)
+        goto out;
     params = normalize_params(json_object_get(root, "params"), out, err);
     if (!params)
         goto out;
@@ -360,13 +364,16 @@ int json_parse_job(const char *body, size_t len, const struct head_config *cfg,
     snprintf(out->capability, sizeof out->capability, "%s", cap);
     snprintf(out->model, sizeof out->model, "%s", model);
     snprintf(out->idem_key, sizeof out->idem_key, "%s", idem ? idem : "");
-    out->deadline_ms = deadline;
+    out->lc.deadline_ms = deadline;
+    out->lc.timeout_ms = timeout_s * 1000;
     out->params_json = json_dumps(params, JSON_COMPACT | JSON_SORT_KEYS);
     /* What the request asks for, normalized: a replay with the same key must match it. */
     struct buf canon;
     buf_init(&canon);
     buf_printf(&canon, "%s\n%s\n%s\n%s\n%lld\n%s", out->capability, out->model,
                job_lane_name(out->lane), job_tier_name(out->tier), deadline, out->params_json);
+    if (timeout_s) /* absent from the hash when not given: keys made before it stay valid */
+        buf_printf(&canon, "\ntimeout %lld", timeout_s);
     token_hash(canon.data, out->body_hash);
     buf_fini(&canon);
     ret = 0;
@@ -393,17 +400,18 @@ void json_render_job(struct buf *out, const struct job_rec *j, const char *tenan
     buf_puts(out, ",\"model\":");
     json_put_string(out, j->model);
     buf_printf(out, ",\"params\":%s", j->params_json ? j->params_json : "{}");
+    enum job_state state = job_rec_state(j);
     buf_printf(out, ",\"lane\":\"%s\",\"priority\":\"%s\",\"state\":\"%s\"", job_lane_name(j->lane),
-               job_tier_name(j->tier), job_state_name(j->state));
-    if (j->state == JOB_RUNNING && j->phase != PHASE_NONE)
+               job_tier_name(j->tier), job_state_name(state));
+    if (state == JOB_RUNNING && j->phase != PHASE_NONE)
         buf_printf(out, ",\"phase\":\"%s\"", job_phase_name(j->phase));
     else
         buf_puts(out, ",\"phase\":null");
-    buf_printf(out, ",\"progress\":%.3f,\"attempt\":%d,\"cost_s\":%.3f", j->progress, j->attempt,
-               j->cost_s);
+    buf_printf(out, ",\"progress\":%.3f,\"attempt\":%d,\"failures\":%d,\"cost_s\":%.3f",
+               j->progress, j->lc.attempt, j->lc.failures, j->cost_s);
     buf_puts(out, ",\"worker_id\":");
-    if (j->worker_id[0])
-        json_put_string(out, j->worker_id);
+    if (j->lc.worker[0])
+        json_put_string(out, j->lc.worker);
     else
         buf_puts(out, "null");
     buf_puts(out, ",\"idempotency_key\":");
@@ -411,9 +419,13 @@ void json_render_job(struct buf *out, const struct job_rec *j, const char *tenan
         json_put_string(out, j->idem_key);
     else
         buf_puts(out, "null");
-    put_ms(out, "deadline", j->deadline_ms);
+    put_ms(out, "deadline", j->lc.deadline_ms);
+    if (j->lc.timeout_ms)
+        buf_printf(out, ",\"timeout_s\":%lld", (long long)(j->lc.timeout_ms / 1000));
+    else
+        buf_puts(out, ",\"timeout_s\":null");
     buf_puts(out, ",\"error\":");
-    if (j->error_class[0] && j->state != JOB_SUCCEEDED) {
+    if (j->error_class[0] && state != JOB_SUCCEEDED) {
         buf_puts(out, "{\"class\":");
         json_put_string(out, j->error_class);
         buf_puts(out, ",\"message\":");
@@ -425,9 +437,37 @@ void json_render_job(struct buf *out, const struct job_rec *j, const char *tenan
     put_ms(out, "created_ms", j->created_ms);
     put_ms(out, "started_ms", j->started_ms);
     put_ms(out, "finished_ms", j->finished_ms);
-    buf_printf(out, ",\"eta\":{\"start_ms\":%lld,\"finish_ms\":%lld}", (long long)j->eta_start_ms,
-               (long long)j->eta_finish_ms);
-    if (j->state == JOB_SUCCEEDED) {
+    if (j->eta_start_ms)
+        buf_printf(out, ",\"eta\":{\"start_ms\":%lld,\"finish_ms\":%lld}",
+                   (long long)j->eta_start_ms, (long long)j->eta_finish_ms);
+    else
+        buf_puts(out, ",\"eta\":null");
+    buf_puts(out, ",\"waiting_reason\":");
+    if (j->waiting_reason[0])
+        json_put_string(out, j->waiting_reason);
+    else
+        buf_puts(out, "null");
+    buf_puts(out, ",\"attempts\":[");
+    for (int i = 0; i < j->nattempts; i++) {
+        const struct lc_attempt *a = &j->attempts[i];
+        buf_printf(out, "%s{\"n\":%d,\"worker\":", i ? "," : "", a->n);
+        json_put_string(out, a->worker);
+        put_ms(out, "started_ms", a->started_ms);
+        put_ms(out, "ended_ms", a->ended_ms);
+        buf_printf(out, ",\"outcome\":\"%s\",\"error_class\":", lc_outcome_name(a->outcome));
+        if (a->error_class[0])
+            json_put_string(out, a->error_class);
+        else
+            buf_puts(out, "null");
+        buf_puts(out, ",\"error\":");
+        if (a->error[0])
+            json_put_string(out, a->error);
+        else
+            buf_puts(out, "null");
+        buf_puts(out, "}");
+    }
+    buf_puts(out, "]");
+    if (state == JOB_SUCCEEDED) {
         buf_puts(out, ",\"result\":{\"content_type\":");
         json_put_string(out, j->result_type);
         buf_printf(out, ",\"bytes\":%lld,\"url\":\"/v1/jobs/%llu/result\"}",
@@ -589,8 +629,9 @@ static int parse_models(json_t *arr, const char *field, struct worker_rec *w, bo
 int json_parse_register(const char *body, size_t len, struct worker_rec *out,
                         struct api_error *err)
 {
-    static const char *const keys[] = {"protocol",    "worker_id", "host",   "gpu",
-                                       "capabilities", "concurrency", "models", NULL};
+    static const char *const keys[] = {"protocol",     "worker_id",   "host",   "gpu",
+                                       "capabilities", "concurrency", "models", "incarnation",
+                                       NULL};
     memset(out, 0, sizeof *out);
     json_t *root = parse_object(body, len, err);
     int rc = GPUQ_EINVAL;
@@ -600,6 +641,10 @@ int json_parse_register(const char *body, size_t len, struct worker_rec *out,
     if (get_string(root, "host", "host", sizeof out->host - 1, &host, err) < 0)
         goto out;
     snprintf(out->host, sizeof out->host, "%s", host ? host : "");
+    const char *inc = NULL;
+    if (get_string(root, "incarnation", "incarnation", sizeof out->incarnation - 1, &inc, err) < 0)
+        goto out;
+    snprintf(out->incarnation, sizeof out->incarnation, "%s", inc ? inc : "");
     json_t *gpu = json_object_get(root, "gpu");
     if (!json_is_object(gpu)) {
         api_error_set(err, 400, "missing_field", "gpu", "gpu: required object");
@@ -833,13 +878,16 @@ int json_parse_deregister(const char *body, size_t len, struct agent_msg *out,
 void json_render_assignment(struct buf *out, const struct job_rec *j)
 {
     buf_printf(out, "{\"job_id\":\"%llu\",\"attempt\":%d,\"capability\":",
-               (unsigned long long)j->id, j->attempt);
+               (unsigned long long)j->id, j->lc.attempt);
     json_put_string(out, j->capability);
     buf_puts(out, ",\"model\":");
     json_put_string(out, j->model);
-    buf_printf(out, ",\"lane\":\"%s\",\"priority\":\"%s\",\"params\":%s,\"deadline_ms\":%lld}",
+    buf_printf(out,
+               ",\"lane\":\"%s\",\"priority\":\"%s\",\"params\":%s,\"deadline_ms\":%lld,"
+               "\"timeout_ms\":%lld}",
                job_lane_name(j->lane), job_tier_name(j->tier),
-               j->params_json ? j->params_json : "{}", (long long)j->deadline_ms);
+               j->params_json ? j->params_json : "{}", (long long)j->lc.deadline_ms,
+               (long long)j->lc.timeout_ms);
 }
 
 void json_render_worker(struct buf *out, const struct worker_rec *w, int64_t now_ns)
@@ -854,10 +902,21 @@ void json_render_worker(struct buf *out, const struct worker_rec *w, int64_t now
     buf_puts(out, ",\"uuid\":");
     json_put_string(out, w->gpu_uuid);
     buf_printf(out, ",\"vram_total_mb\":%lld}", (long long)w->tel.vram_total_mb);
-    buf_printf(out, ",\"state\":\"%s\",\"drain_requested\":%s",
-               w->drain_requested && w->state == WORKER_READY ? "draining"
-                                                               : states[w->state % 3],
+    const char *state = w->drain_requested && w->state == WORKER_READY ? "draining"
+                                                                        : states[w->state % 3];
+    if (w->breaker == BREAKER_OPEN)
+        state = "quarantined";
+    else if (w->breaker == BREAKER_HALF_OPEN)
+        state = "probing";
+    buf_printf(out, ",\"state\":\"%s\",\"drain_requested\":%s", state,
                w->drain_requested ? "true" : "false");
+    buf_printf(out, ",\"breaker\":{\"state\":\"%s\",\"trips\":%lld,\"reason\":",
+               breaker_state_name(w->breaker), (long long)w->breaker_trips);
+    if (w->breaker_reason[0])
+        json_put_string(out, w->breaker_reason);
+    else
+        buf_puts(out, "null");
+    buf_puts(out, "}");
     buf_puts(out, ",\"capabilities\":[");
     for (int i = 0; i < w->ncaps; i++) {
         if (i)

@@ -201,9 +201,11 @@ static void later_done(void *arg, int rc, struct job_rec *job, bool flag)
     struct later *l = arg;
     l->rc = rc;
     l->flag = flag;
-    if (job) {
+    if (job) { /* taken: the caller's record keeps nothing it would free */
         l->job = *job;
         job->params_json = NULL;
+        job->attempts = NULL;
+        job->nattempts = 0;
     }
     http_resume(l->req);
 }
@@ -238,6 +240,12 @@ static void post_job(struct ctx *c)
     if (json_parse_job(body, len, &c->h->cfg, &c->who.tenant, http_header(c->req, "Idempotency-Key"),
                        clock_wall_ms(), &rec, &err)) {
         fail_api(c, &err);
+        return;
+    }
+    char why[160];
+    if (head_check_servable(c->h, rec.capability, rec.model, why, sizeof why)) {
+        fail(c, 400, "invalid_field", "model", "%s", why);
+        job_rec_free_fields(&rec);
         return;
     }
     rec.cost_s = dispatcher_estimate_cost(c->h->disp, &rec);
@@ -305,6 +313,8 @@ static void long_poll_finish(void *arg, struct http_resp *resp)
     struct later *l = p->l;
     struct ctx c;
     later_ctx(l, resp, &c);
+    if (!l->rc)
+        head_job_annotate(l->h, &l->job);
     job_answer(&c, l->rc, l->id, &l->job);
     later_free(l);
     long_poll_unref(p);
@@ -319,7 +329,7 @@ static void get_job(struct ctx *c, uint64_t id)
     struct job_rec j;
     uint64_t version = 0;
     int rc = head_get(c->h, tenant, id, &version, &j);
-    if (rc || wait == 0 || job_state_terminal(j.state)) {
+    if (rc || wait == 0 || job_state_terminal(job_rec_state(&j))) {
         job_answer(c, rc, id, &j);
         if (!rc)
             job_rec_free_fields(&j);
@@ -349,30 +359,44 @@ static void get_job(struct ctx *c, uint64_t id)
     timers_add(c->h->timers, clock_mono_ns() + wait * NS_PER_S, long_poll_timeout, p);
 }
 
+static void change_finish(void *arg, struct http_resp *resp)
+{
+    struct later *l = arg;
+    struct ctx c;
+    later_ctx(l, resp, &c);
+    if (l->rc == GPUQ_ENOENT)
+        not_found_job(&c, l->id);
+    else if (l->rc == GPUQ_ECONFLICT)
+        fail(&c, 409, "conflict", "state", "job %llu cannot do that now (it is %s)",
+             (unsigned long long)l->id, job_state_name(job_rec_state(&l->job)));
+    else if (l->rc)
+        fail_store(&c, l->rc);
+    else
+        render_job(&c, 200, &l->job);
+    later_free(l);
+}
+
+/* Cancel: answered once the cancel is stored (the connection waits suspended). */
 static void delete_job(struct ctx *c, uint64_t id)
 {
     int64_t tenant;
     if (!job_scope(c, &tenant))
         return;
-    struct job_rec j;
-    int rc = head_cancel(c->h, tenant, id, &j);
-    if (rc == GPUQ_ENOENT) {
-        not_found_job(c, id);
+    struct later *l = later_new(c);
+    l->id = id;
+    http_defer(c->req, change_finish, l);
+    head_cancel(c->h, tenant, id, later_done, l);
+}
+
+/* Admin: a dead, failed or expired job runs again. */
+static void resubmit_job(struct ctx *c, uint64_t id)
+{
+    if (!require(c, CALLER_ADMIN, "re-submitting a job needs the admin key"))
         return;
-    }
-    if (rc == GPUQ_ECONFLICT) {
-        fail(c, 409, "conflict", "state", "job %llu already ended or is storing its result (%s)", (unsigned long long)id,
-             job_state_name(j.state));
-        job_rec_free_fields(&j);
-        return;
-    }
-    if (rc) {
-        fail_store(c, rc);
-        job_rec_free_fields(&j);
-        return;
-    }
-    render_job(c, 200, &j);
-    job_rec_free_fields(&j);
+    struct later *l = later_new(c);
+    l->id = id;
+    http_defer(c->req, change_finish, l);
+    head_resubmit(c->h, id, later_done, l);
 }
 
 static void get_result(struct ctx *c, uint64_t id)
@@ -386,7 +410,7 @@ static void get_result(struct ctx *c, uint64_t id)
         job_answer(c, rc, id, NULL);
         return;
     }
-    enum job_state st = j.state;
+    enum job_state st = job_rec_state(&j);
     job_rec_free_fields(&j);
     if (st != JOB_SUCCEEDED) {
         fail(c, 404, "not_found", "result", "job %llu has no result (it is %s)",
@@ -518,7 +542,7 @@ static int sse_next(void *arg, struct http_req *req, struct buf *out)
     }
     if (keepalive)
         sse_arm_keepalive(s);
-    bool ended = job_state_terminal(j.state);
+    bool ended = job_state_terminal(job_rec_state(&j));
     job_rec_free_fields(&j);
     if (ended)
         return HTTP_STREAM_END;
@@ -617,7 +641,7 @@ static void list_jobs(struct ctx *c)
         enum job_state s;
         if (job_state_parse(state, &s)) {
             fail(c, 400, "invalid_field", "state",
-                 "state: one of queued, running, succeeded, failed, cancelled");
+                 "state: one of queued, running, succeeded, failed, cancelled, dead, expired");
             return;
         }
         f.state = s;
@@ -808,8 +832,7 @@ static void agent_register(struct ctx *c)
         free(w);
         return;
     }
-    registry_register(c->h->registry, w, clock_mono_ns());
-    dispatcher_worker_update(c->h->disp, w->id);
+    head_worker_register(c->h, w);
     log_info(MOD, "worker %s registered (host %s, gpu %d %s, %lld MB)", w->id, w->host,
              w->gpu_index, w->gpu_name, (long long)w->tel.vram_total_mb);
     buf_puts(&c->resp->body, "{\"worker_id\":");
@@ -834,13 +857,12 @@ static void agent_heartbeat(struct ctx *c)
     bool drain = false;
     struct reg_attempt cancels[REG_MAX_CANCELS];
     int ncancels = 0;
-    if (registry_heartbeat(c->h->registry, w, clock_mono_ns(), &drain, cancels, &ncancels)) {
+    if (head_worker_heartbeat(c->h, w, &drain, cancels, &ncancels)) {
         fail(c, 404, "not_found", "worker_id", "worker '%s' is not registered; register again",
              w->id);
         free(w);
         return;
     }
-    dispatcher_worker_update(c->h->disp, w->id);
     free(w);
     struct buf *out = &c->resp->body;
     buf_printf(out, "{\"drain\":%s,\"cancel\":[", drain ? "true" : "false");
@@ -975,6 +997,20 @@ static void agent_complete(struct ctx *c, uint64_t id)
     head_complete(c->h, id, worker, (int)attempt, type, body, len, load_ms, run_ms, later_done, l);
 }
 
+static void fail_finish(void *arg, struct http_resp *resp)
+{
+    struct later *l = arg;
+    struct ctx c;
+    later_ctx(l, resp, &c);
+    if (l->rc) {
+        fenced_error(&c, l->rc, l->id);
+    } else {
+        buf_printf(&resp->body, "{\"ok\":true,\"retried\":%s}", l->flag ? "true" : "false");
+        reply_json(&c, 200);
+    }
+    later_free(l);
+}
+
 static void agent_fail(struct ctx *c, uint64_t id)
 {
     size_t len;
@@ -985,14 +1021,10 @@ static void agent_fail(struct ctx *c, uint64_t id)
         fail_api(c, &err);
         return;
     }
-    bool retried;
-    int rc = head_fail(c->h, id, m.worker_id, m.attempt, m.cls, m.message, &retried);
-    if (rc) {
-        fenced_error(c, rc, id);
-        return;
-    }
-    buf_printf(&c->resp->body, "{\"ok\":true,\"retried\":%s}", retried ? "true" : "false");
-    reply_json(c, 200);
+    struct later *l = later_new(c);
+    l->id = id;
+    http_defer(c->req, fail_finish, l);
+    head_fail(c->h, id, m.worker_id, m.attempt, m.cls, m.message, later_done, l);
 }
 
 static void agent_deregister(struct ctx *c)
@@ -1154,6 +1186,9 @@ void routes_handle(void *app, struct http_req *req, struct http_resp *resp)
     } else if (is(&c, "GET", 4, "v1", "jobs", NULL, "result")) {
         if (parse_id(&c, c.parts[2], &id))
             get_result(&c, id);
+    } else if (is(&c, "POST", 4, "v1", "jobs", NULL, "resubmit")) {
+        if (parse_id(&c, c.parts[2], &id))
+            resubmit_job(&c, id);
     } else if (is(&c, "POST", 2, "v1", "tenants"))
         post_tenant(&c);
     else if (is(&c, "GET", 2, "v1", "tenants"))

@@ -58,7 +58,8 @@ void config_defaults(struct head_config *cfg)
     cfg->connection_timeout_s = 30;
     cfg->max_body_bytes = 65536;
     cfg->synchronous_full = 1;
-    cfg->max_attempts = 3;
+    lc_policy_defaults(&cfg->lifecycle);
+    breaker_policy_defaults(&cfg->breaker);
     cfg->max_result_bytes = 64LL << 20;
     cfg->result_retention_h = 168;
     cfg->max_wait_s = 60;
@@ -87,6 +88,19 @@ void config_defaults(struct head_config *cfg)
             return 1;                                                                          \
         }                                                                                      \
         field = v_;                                                                            \
+        return 0;                                                                              \
+    } while (0)
+
+/* A setting in milliseconds kept in nanoseconds. */
+#define SET_INT_NS(field, lo, hi)                                                              \
+    do {                                                                                       \
+        long long v_;                                                                          \
+        if (ini_int(value, lo, hi, &v_)) {                                                     \
+            snprintf(err, errlen, "%s.%s: must be an integer in %lld..%lld", section, key,     \
+                     (long long)(lo), (long long)(hi));                                        \
+            return 1;                                                                          \
+        }                                                                                      \
+        field = (int64_t)v_ * 1000000;                                                         \
         return 0;                                                                              \
     } while (0)
 
@@ -170,7 +184,18 @@ static int on_setting(void *arg, const char *section, const char *key, const cha
         }
     } else if (!strcmp(section, "jobs")) {
         if (!strcmp(key, "max_attempts"))
-            SET_INT(cfg->max_attempts, 1, 100);
+            SET_INT(cfg->lifecycle.max_attempts, 1, 100);
+        if (!strcmp(key, "allow_unserved")) {
+            if (!strcmp(value, "true"))
+                cfg->allow_unserved = 1;
+            else if (!strcmp(value, "false"))
+                cfg->allow_unserved = 0;
+            else {
+                snprintf(err, errlen, "jobs.allow_unserved: must be true or false");
+                return 1;
+            }
+            return 0;
+        }
         if (!strcmp(key, "max_result_bytes"))
             SET_INT(cfg->max_result_bytes, 1024, 1LL << 32);
         if (!strcmp(key, "result_retention_h"))
@@ -182,6 +207,22 @@ static int on_setting(void *arg, const char *section, const char *key, const cha
             SET_INT(cfg->heartbeat_ms, 50, 600000);
         if (!strcmp(key, "ttl_ms"))
             SET_INT(cfg->ttl_ms, 100, 3600000);
+    } else if (!strcmp(section, "lifecycle")) {
+        if (!strcmp(key, "max_attempts"))
+            SET_INT(cfg->lifecycle.max_attempts, 1, 100);
+        if (!strcmp(key, "lease_ms"))
+            SET_INT_NS(cfg->lifecycle.lease_ns, 100, 86400000);
+        if (!strcmp(key, "orphan_grace_ms"))
+            SET_INT_NS(cfg->lifecycle.orphan_grace_ns, 0, 3600000);
+    } else if (!strcmp(section, "breaker")) {
+        if (!strcmp(key, "failures"))
+            SET_INT(cfg->breaker.failures, 0, BREAKER_MAX_WINDOW);
+        if (!strcmp(key, "window_ms"))
+            SET_INT_NS(cfg->breaker.window_ns, 100, 86400000);
+        if (!strcmp(key, "cooldown_ms"))
+            SET_INT_NS(cfg->breaker.cooldown_ns, 10, 86400000);
+        if (!strcmp(key, "max_cooldown_ms"))
+            SET_INT_NS(cfg->breaker.max_cooldown_ns, 10, 86400000);
     } else if (!strcmp(section, "scheduler")) {
         if (!strcmp(key, "queue_depth"))
             SET_INT(cfg->sched.queue_depth, 0, 64);
@@ -224,6 +265,11 @@ int config_load(struct head_config *cfg, const char *path, char *err, size_t err
                      cfg->caps[i].default_model);
             return GPUQ_EINVAL;
         }
+    }
+    if (cfg->breaker.max_cooldown_ns < cfg->breaker.cooldown_ns) {
+        snprintf(err, errlen, "%s: breaker.max_cooldown_ms must be at least breaker.cooldown_ms",
+                 path);
+        return GPUQ_EINVAL;
     }
     if (cfg->ttl_ms <= cfg->heartbeat_ms) {
         snprintf(err, errlen, "%s: workers.ttl_ms must exceed workers.heartbeat_ms", path);

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/breaker.h"
+#include "core/lifecycle.h"
 #include "core/sched.h"
 
 #define CONFIG_MAX_MODELS 64
@@ -27,13 +29,17 @@ struct head_config {
     /* [store] */
     int synchronous_full;        /* 1 = FULL (default), 0 = NORMAL (not durable on power loss) */
     /* [jobs] */
-    int max_attempts;            /* attempts before a job is dead-lettered; default 3 */
+    int allow_unserved;          /* accept a (capability, model) no worker declared; default 0 */
     int64_t max_result_bytes;    /* default 64 MiB */
     int result_retention_h;      /* results kept this long after finishing; default 168 */
     int max_wait_s;              /* longest long-poll; default 60 */
     /* [workers] */
     int heartbeat_ms;            /* default 2000 */
     int ttl_ms;                  /* silent longer than this → removed; default 15000 */
+    /* [lifecycle] max_attempts (also [jobs] max_attempts), lease_ms, orphan_grace_ms */
+    struct lc_policy lifecycle;
+    /* [breaker] failures, window_ms, cooldown_ms, max_cooldown_ms */
+    struct breaker_policy breaker;
     /* [scheduler] */
     struct sched_config sched;
     /* [capabilities] name = default model; [model.NAME] vram_mb, load_ms, class */

@@ -1,4 +1,6 @@
-/* dispatch.c: the dispatcher thread (see dispatch.h). */
+/* dispatch.c: the dispatcher thread (see dispatch.h): the scheduler, the
+ * per-worker circuit breakers, agents' long-polls, and the tick that drives
+ * leases, timeouts and deadlines (head_tick) and breaker cool-downs. */
 #include "head/dispatch.h"
 
 #include <errno.h>
@@ -11,14 +13,15 @@
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/hashmap.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/timer.h"
 #include "head/head.h"
 
 #define MOD "dispatch"
-#define TICK_NS (250 * NS_PER_MS)
 #define MAX_EXPIRE 64
+#define LIFECYCLE_TICK_NS (100 * NS_PER_MS)
 
 enum dmsg_kind { M_JOB_ADD, M_JOB_CANCEL, M_JOB_FINISHED, M_WORKER_UPDATE, M_WORKER_REMOVE, M_POLL };
 
@@ -39,10 +42,14 @@ struct poller {
 struct dmsg {
     enum dmsg_kind kind;
     struct job_spec spec;
-    char exclude[1][SCHED_NAME_MAX]; /* spec.exclude points here */
+    char exclude[LC_MAX_FAILED][SCHED_NAME_MAX]; /* spec.exclude points here */
     uint64_t job_id;
     char worker_id[SCHED_NAME_MAX];
     bool ok;
+    bool verdict;                 /* JOB_FINISHED: the attempt's end says something of the worker */
+    dispatch_eta_fn eta_fn;       /* JOB_ADD: answered with the job's ETA once dispatched */
+    void *eta_arg;
+    char cls[LC_CLASS_MAX];
     int64_t load_ns, run_ns;
     struct poller *poller;
     struct dmsg *next;
@@ -60,7 +67,11 @@ struct dispatcher {
     bool idle;                   /* the thread waits on wake */
     /* dispatcher thread only: */
     struct poller *pollers;
+    struct dmsg *eta_pending;    /* added jobs whose ETA is answered after this round */
     int64_t next_expiry_ns;
+    int64_t next_tick_ns;
+    struct hashmap breakers;     /* worker id → struct breaker (kept when a worker leaves) */
+    char losing[SCHED_NAME_MAX]; /* the worker sched_worker_remove reports lost jobs of */
     /* published under lock: */
     struct dispatch_stats stats;
 };
@@ -86,6 +97,8 @@ static void post(struct dispatcher *d, struct dmsg *m)
         pthread_mutex_unlock(&d->lock);
         if (m->kind == M_POLL)
             poller_finish(m->poller, GPUQ_EAGAIN, NULL);
+        if (m->eta_fn)
+            m->eta_fn(m->eta_arg, GPUQ_EAGAIN, -1, -1);
         free(m);
         return;
     }
@@ -99,9 +112,9 @@ static void post(struct dispatcher *d, struct dmsg *m)
     pthread_mutex_unlock(&d->lock);
 }
 
-/* excl holds the one excluded worker spec->exclude points at (kept by the caller). */
+/* excl holds the excluded workers (the failed set) spec->exclude points at (kept by the caller). */
 static void spec_from_rec(const struct job_rec *rec, struct job_spec *spec,
-                          char excl[1][SCHED_NAME_MAX])
+                          char (*excl)[SCHED_NAME_MAX])
 {
     memset(spec, 0, sizeof *spec);
     spec->id = rec->id;
@@ -114,11 +127,13 @@ static void spec_from_rec(const struct job_rec *rec, struct job_spec *spec,
     spec->steps = rec->steps;
     spec->frames = rec->frames;
     spec->submit_ns = clock_mono_ns() - (clock_wall_ms() - rec->created_ms) * NS_PER_MS;
-    if (rec->exclude_worker[0]) {
-        snprintf(excl[0], SCHED_NAME_MAX, "%s", rec->exclude_worker);
-        spec->exclude = (const char(*)[SCHED_NAME_MAX])excl;
-        spec->nexclude = 1;
-    }
+    const char(*list)[SCHED_NAME_MAX];
+    int n;
+    lc_exclusions(&rec->lc, &list, &n);
+    for (int i = 0; i < n; i++)
+        snprintf(excl[i], SCHED_NAME_MAX, "%s", list[i]);
+    spec->exclude = (const char(*)[SCHED_NAME_MAX])excl;
+    spec->nexclude = n;
 }
 
 void dispatcher_job_add(struct dispatcher *d, const struct job_rec *rec)
@@ -126,6 +141,17 @@ void dispatcher_job_add(struct dispatcher *d, const struct job_rec *rec)
     struct dmsg *m = xcalloc(1, sizeof *m);
     m->kind = M_JOB_ADD;
     spec_from_rec(rec, &m->spec, m->exclude);
+    post(d, m);
+}
+
+void dispatcher_job_add_eta(struct dispatcher *d, const struct job_rec *rec, dispatch_eta_fn fn,
+                            void *arg)
+{
+    struct dmsg *m = xcalloc(1, sizeof *m);
+    m->kind = M_JOB_ADD;
+    spec_from_rec(rec, &m->spec, m->exclude);
+    m->eta_fn = fn;
+    m->eta_arg = arg;
     post(d, m);
 }
 
@@ -138,13 +164,15 @@ void dispatcher_job_cancel(struct dispatcher *d, uint64_t job_id)
 }
 
 void dispatcher_job_finished(struct dispatcher *d, uint64_t job_id, const char *worker_id,
-                             bool ok, int64_t load_ns, int64_t run_ns)
+                             bool ok, const char *cls, int64_t load_ns, int64_t run_ns)
 {
     struct dmsg *m = xcalloc(1, sizeof *m);
     m->kind = M_JOB_FINISHED;
     m->job_id = job_id;
     snprintf(m->worker_id, sizeof m->worker_id, "%s", worker_id);
     m->ok = ok;
+    m->verdict = cls != NULL;
+    snprintf(m->cls, sizeof m->cls, "%s", cls ? cls : "");
     m->load_ns = load_ns;
     m->run_ns = run_ns;
     post(d, m);
@@ -231,11 +259,9 @@ static void assign_done(struct commit_op *op, int rc)
         /* Not durable: the agent never sees it; the job goes back to the queue. */
         log_warn(MOD, "assignment of job %llu not stored (%s); re-queued",
                  (unsigned long long)a->rec.id, gpuq_strerror(rc));
-        dispatcher_job_finished(a->d, a->rec.id, a->rec.worker_id, false, 0, 0);
-        head_requeue(h, a->rec.id, "");
+        head_assign_failed(h, a->rec.id, a->rec.lc.worker, a->rec.lc.attempt);
         poller_finish(a->poller, GPUQ_EAGAIN, NULL);
     } else {
-        registry_inflight(h->registry, a->rec.worker_id, +1);
         jobs_lock(h->jobs);
         struct hjob *j = jobs_find(h->jobs, a->rec.id);
         if (j)
@@ -249,22 +275,28 @@ static void assign_done(struct commit_op *op, int rc)
 
 /* Makes the job running on the poller's worker: memory and the commit queue
  * now (under the table lock, see jobs.h); the poller gets it once durable. */
+static struct breaker *breaker_of(struct dispatcher *d, const char *worker_id);
+static void refresh_worker(struct dispatcher *d, const char *id, int64_t now);
+
 static bool assign(struct dispatcher *d, struct poller *p, uint64_t job_id)
 {
     struct head *h = d->h;
     bool ok = false;
     jobs_lock(h->jobs);
     struct hjob *j = jobs_find(h->jobs, job_id);
-    if (j && j->rec.state == JOB_QUEUED) {
-        j->rec.state = JOB_RUNNING;
+    struct lc_now now = {clock_mono_ns(), clock_wall_ms()};
+    if (j && lc_assign(&h->cfg.lifecycle, &j->rec.lc, p->worker_id, now) == 0) {
         j->rec.phase = PHASE_ASSIGNED;
-        j->rec.attempt++;
         j->rec.progress = 0;
-        snprintf(j->rec.worker_id, sizeof j->rec.worker_id, "%s", p->worker_id);
-        j->rec.started_ms = clock_wall_ms();
+        j->rec.started_ms = now.wall_ms;
+        jobs_retrack(h->jobs, j);
+        registry_inflight(h->registry, p->worker_id, +1);
+        breaker_assigned(breaker_of(d, p->worker_id));
         struct assign_op *a = xcalloc(1, sizeof *a);
         a->rec = j->rec;
         a->rec.params_json = xstrdup(j->rec.params_json ? j->rec.params_json : "{}");
+        a->rec.attempts = NULL;
+        a->rec.nattempts = 0;
         a->op.apply = assign_apply;
         a->op.done = assign_done;
         a->d = d;
@@ -284,11 +316,11 @@ static bool assign(struct dispatcher *d, struct poller *p, uint64_t job_id)
 static void readd(struct dispatcher *d, uint64_t job_id, int64_t now)
 {
     struct job_spec spec;
-    char excl[1][SCHED_NAME_MAX];
+    char excl[LC_MAX_FAILED][SCHED_NAME_MAX];
     bool found = false;
     jobs_lock(d->h->jobs);
     struct hjob *j = jobs_find(d->h->jobs, job_id);
-    if (j && j->rec.state == JOB_QUEUED) {
+    if (j && j->rec.lc.state == LC_QUEUED) {
         spec_from_rec(&j->rec, &spec, excl);
         found = true;
     }
@@ -325,6 +357,9 @@ static void serve_pollers(struct dispatcher *d, int64_t now)
             pthread_mutex_unlock(&p->lock);
             if (assign(d, p, job_id)) {
                 served = true;
+                struct breaker *b = hashmap_get_str(&d->breakers, p->worker_id);
+                if (b && b->state == BREAKER_HALF_OPEN)
+                    refresh_worker(d, p->worker_id, now); /* the probe holds its one slot */
             } else {
                 pthread_mutex_lock(&p->lock);
                 p->state = P_WAITING;
@@ -371,7 +406,48 @@ static void on_placed(uint64_t job_id, const char *worker_id, const struct sched
 static void on_lost(uint64_t job_id, void *arg)
 {
     struct dispatcher *d = arg;
-    head_requeue(d->h, job_id, "");
+    head_lost(d->h, job_id, d->losing, "its worker left (silent past its TTL, or deregistered)");
+}
+
+static void remove_worker(struct dispatcher *d, const char *id, int64_t now)
+{
+    snprintf(d->losing, sizeof d->losing, "%.*s", SCHED_NAME_MAX - 1, id);
+    sched_worker_remove(d->sched, id, now, on_lost, d);
+    d->losing[0] = '\0';
+}
+
+static struct breaker *breaker_of(struct dispatcher *d, const char *worker_id)
+{
+    struct breaker *b = hashmap_get_str(&d->breakers, worker_id);
+    if (!b) {
+        b = xcalloc(1, sizeof *b);
+        breaker_init(b);
+        hashmap_put_str(&d->breakers, worker_id, b);
+    }
+    return b;
+}
+
+/* Logs a breaker's transition as one JSON line and publishes it. */
+static void breaker_event(struct dispatcher *d, const char *worker_id, const struct breaker *b,
+                          enum breaker_event ev)
+{
+    registry_set_breaker(d->h->registry, worker_id, b);
+    if (ev == BREAKER_EV_NONE)
+        return;
+    static const char *const names[] = {"", "quarantine", "probe", "recovered"};
+    struct buf line;
+    buf_init(&line);
+    buf_printf(&line, "{\"event\":\"%s\",\"worker\":\"%s\",\"trips\":%lld,\"reason\":\"",
+               names[ev], worker_id, (long long)b->trips);
+    for (const char *c = b->reason; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            buf_printf(&line, "\\%c", *c);
+        else if ((unsigned char)*c >= 0x20)
+            buf_append(&line, c, 1);
+    }
+    buf_puts(&line, "\"}");
+    log_json(line.data);
+    buf_fini(&line);
 }
 
 static void refresh_worker(struct dispatcher *d, const char *id, int64_t now)
@@ -381,15 +457,44 @@ static void refresh_worker(struct dispatcher *d, const char *id, int64_t now)
         return;
     struct worker_info info;
     registry_worker_info(&w, now, &info);
+    struct breaker *b = hashmap_get_str(&d->breakers, id);
+    if (b)
+        breaker_apply(b, &info);
     sched_worker_update(d->sched, &info, now);
 }
 
-static void handle(struct dispatcher *d, struct dmsg *m, int64_t now)
+/* Breaker cool-downs: an open breaker past its cool-down lets one probe through. */
+static void tick_breakers(struct dispatcher *d, int64_t now)
+{
+    size_t pos = 0;
+    const void *key;
+    size_t klen;
+    void *val;
+    while (hashmap_next(&d->breakers, &pos, &key, &klen, &val)) {
+        struct breaker *b = val;
+        enum breaker_event ev = breaker_tick(&d->h->cfg.breaker, b, now);
+        if (ev == BREAKER_EV_NONE)
+            continue;
+        char id[SCHED_NAME_MAX];
+        snprintf(id, sizeof id, "%.*s", (int)(klen < SCHED_NAME_MAX - 1 ? klen : SCHED_NAME_MAX - 1),
+                 (const char *)key);
+        breaker_event(d, id, b, ev);
+        refresh_worker(d, id, now);
+    }
+}
+
+/* Handles one message; false when it kept m (to answer later). */
+static bool handle(struct dispatcher *d, struct dmsg *m, int64_t now)
 {
     switch (m->kind) {
     case M_JOB_ADD:
         if (sched_job_add(d->sched, &m->spec, now))
             log_warn(MOD, "scheduler refused job %llu", (unsigned long long)m->spec.id);
+        if (m->eta_fn) {
+            m->next = d->eta_pending;
+            d->eta_pending = m;
+            return false;
+        }
         break;
     case M_JOB_CANCEL:
         sched_job_cancel(d->sched, m->job_id, now);
@@ -397,19 +502,40 @@ static void handle(struct dispatcher *d, struct dmsg *m, int64_t now)
     case M_JOB_FINISHED:
         sched_job_finished(d->sched, m->job_id, m->ok, m->load_ns, m->run_ns, now);
         registry_inflight(d->h->registry, m->worker_id, -1);
+        if (m->verdict) {
+            struct breaker *b = breaker_of(d, m->worker_id);
+            enum breaker_event ev =
+                breaker_record(&d->h->cfg.breaker, b, m->ok, m->cls, now);
+            breaker_event(d, m->worker_id, b, ev);
+        }
         refresh_worker(d, m->worker_id, now);
         break;
     case M_WORKER_UPDATE:
         refresh_worker(d, m->worker_id, now);
         break;
     case M_WORKER_REMOVE:
-        sched_worker_remove(d->sched, m->worker_id, now, on_lost, d);
+        remove_worker(d, m->worker_id, now);
         break;
     case M_POLL:
         m->poller->next = d->pollers;
         d->pollers = m->poller;
         break;
     }
+    return true;
+}
+
+/* Answers the jobs added this round with their ETA, now that they are placed or queued. */
+static void answer_etas(struct dispatcher *d, int64_t now)
+{
+    struct dmsg *next;
+    for (struct dmsg *m = d->eta_pending; m; m = next) {
+        next = m->next;
+        double start_s, finish_s;
+        int rc = sched_job_eta(d->sched, m->spec.id, now, &start_s, &finish_s);
+        m->eta_fn(m->eta_arg, rc, start_s, finish_s);
+        free(m);
+    }
+    d->eta_pending = NULL;
 }
 
 static void expire_workers(struct dispatcher *d, int64_t now)
@@ -420,7 +546,7 @@ static void expire_workers(struct dispatcher *d, int64_t now)
     for (int i = 0; i < n; i++) {
         log_warn(MOD, "worker %s silent for more than %d ms: removed, its jobs re-queued", ids[i],
                  d->h->cfg.ttl_ms);
-        sched_worker_remove(d->sched, ids[i], now, on_lost, d);
+        remove_worker(d, ids[i], now);
     }
 }
 
@@ -442,7 +568,7 @@ static void *dispatcher_main(void *arg)
     pthread_mutex_lock(&d->lock);
     while (!d->stopping) {
         if (!d->head) {
-            int64_t wake = clock_mono_ns() + TICK_NS;
+            int64_t wake = clock_mono_ns() + LIFECYCLE_TICK_NS;
             struct timespec ts = {.tv_sec = wake / NS_PER_S, .tv_nsec = wake % NS_PER_S};
             d->idle = true;
             pthread_cond_timedwait(&d->wake, &d->lock, &ts);
@@ -457,18 +583,24 @@ static void *dispatcher_main(void *arg)
         struct dmsg *next;
         for (struct dmsg *m = batch; m; m = next) {
             next = m->next;
-            handle(d, m, now);
-            free(m);
+            if (handle(d, m, now))
+                free(m);
         }
         if (now >= d->next_expiry_ns) {
             expire_workers(d, now);
             d->next_expiry_ns = now + NS_PER_S / 2;
+        }
+        if (now >= d->next_tick_ns) {
+            head_tick(d->h);
+            tick_breakers(d, now);
+            d->next_tick_ns = now + LIFECYCLE_TICK_NS;
         }
         int64_t t0 = clock_mono_ns();
         int placed = sched_dispatch(d->sched, now, on_placed, d);
         if (placed > 0)
             d->stats.decision_us_last = (double)(clock_mono_ns() - t0) / 1e3 / placed;
         serve_pollers(d, now);
+        answer_etas(d, now);
         pthread_rwlock_unlock(&d->sched_lock);
         if (now - last_publish > 100 * NS_PER_MS || placed) {
             publish(d);
@@ -485,6 +617,7 @@ struct dispatcher *dispatcher_create(struct head *h)
     struct dispatcher *d = xcalloc(1, sizeof *d);
     d->h = h;
     d->sched = sched_create(&h->cfg.sched);
+    hashmap_init(&d->breakers);
     for (int i = 0; i < h->cfg.nmodels; i++) {
         sched_model_set(d->sched, &h->cfg.models[i]);
         sched_model_prior(d->sched, h->cfg.models[i].name, h->cfg.run_s[i], 1024, 1024, 30, 0);
@@ -523,6 +656,8 @@ void dispatcher_stop(struct dispatcher *d)
         next = m->next;
         if (m->kind == M_POLL)
             poller_finish(m->poller, GPUQ_EAGAIN, NULL);
+        if (m->eta_fn)
+            m->eta_fn(m->eta_arg, GPUQ_EAGAIN, -1, -1);
         free(m);
     }
     d->head = d->tail = NULL;
@@ -534,16 +669,32 @@ void dispatcher_destroy(struct dispatcher *d)
         return;
     dispatcher_stop(d);
     sched_destroy(d->sched);
+    size_t pos = 0;
+    const void *key;
+    size_t klen;
+    void *val;
+    while (hashmap_next(&d->breakers, &pos, &key, &klen, &val))
+        free(val);
+    hashmap_fini(&d->breakers);
     pthread_rwlock_destroy(&d->sched_lock);
     pthread_mutex_destroy(&d->lock);
     pthread_cond_destroy(&d->wake);
     free(d);
 }
 
+int dispatcher_job_eta(struct dispatcher *d, uint64_t job_id, double *start_s, double *finish_s)
+{
+    /* sched_job_eta refreshes projection caches: readers take the lock alone. */
+    pthread_rwlock_wrlock(&d->sched_lock);
+    int rc = sched_job_eta(d->sched, job_id, clock_mono_ns(), start_s, finish_s);
+    pthread_rwlock_unlock(&d->sched_lock);
+    return rc;
+}
+
 double dispatcher_estimate_cost(struct dispatcher *d, const struct job_rec *rec)
 {
     struct job_spec spec;
-    char excl[1][SCHED_NAME_MAX];
+    char excl[LC_MAX_FAILED][SCHED_NAME_MAX];
     spec_from_rec(rec, &spec, excl);
     pthread_rwlock_rdlock(&d->sched_lock);
     double cost = sched_estimate_cost(d->sched, &spec);

@@ -22,9 +22,18 @@ void dispatcher_stop(struct dispatcher *d);
 void dispatcher_destroy(struct dispatcher *d);
 
 void dispatcher_job_add(struct dispatcher *d, const struct job_rec *rec);
+/* As dispatcher_job_add, then fn(arg, rc, start_s, finish_s) with the job's
+ * ETA (sched_job_eta) once this round placed what it could — on the
+ * dispatcher thread, holding the scheduler (fn must not call the dispatcher's
+ * locking readers). At shutdown: rc GPUQ_EAGAIN. */
+typedef void (*dispatch_eta_fn)(void *arg, int rc, double start_s, double finish_s);
+void dispatcher_job_add_eta(struct dispatcher *d, const struct job_rec *rec, dispatch_eta_fn fn,
+                            void *arg);
 void dispatcher_job_cancel(struct dispatcher *d, uint64_t job_id);
+/* An attempt on worker_id ended: frees its slot, lowers the worker's inflight
+ * count, and (cls non-NULL: "" for success) records it on the worker's breaker. */
 void dispatcher_job_finished(struct dispatcher *d, uint64_t job_id, const char *worker_id,
-                             bool ok, int64_t load_ns, int64_t run_ns);
+                             bool ok, const char *cls, int64_t load_ns, int64_t run_ns);
 /* The registry changed for this worker (registered, heartbeat). */
 void dispatcher_worker_update(struct dispatcher *d, const char *worker_id);
 /* The worker left (deregistered): placed jobs go back to the queue, running ones are re-queued. */
@@ -36,6 +45,11 @@ void dispatcher_worker_remove(struct dispatcher *d, const char *worker_id);
  * is valid during the call only. */
 void dispatcher_poll(struct dispatcher *d, const char *worker_id, int64_t deadline_ns,
                      void (*answer)(void *arg, int rc, struct job_rec *rec), void *arg);
+
+/* The core's ETA of a queued or running job (sched_job_eta): seconds from now;
+ * start_s < 0 when no GPU can take it now. GPUQ_ENOENT if the scheduler has
+ * no such job. */
+int dispatcher_job_eta(struct dispatcher *d, uint64_t job_id, double *start_s, double *finish_s);
 
 /* Estimated GPU-seconds of the job on a nominal GPU (R7), from measured history. */
 double dispatcher_estimate_cost(struct dispatcher *d, const struct job_rec *rec);

@@ -1,7 +1,13 @@
-/* head.c: what the head does to jobs — submit, cancel, requeue, the agent's
- * progress/complete/fail with attempt fencing, retries — and authentication.
- * Every change follows the rule in jobs.h: memory and the commit queue under
- * the table lock, waiters woken and callers answered once durable. */
+/* head.c: what the head does to jobs and workers — submit, cancel, resubmit,
+ * the agent's progress/complete/fail, leases and timeouts on the dispatcher's
+ * tick, reconciliation of heartbeats and restarts — and authentication.
+ *
+ * A job's life changes only through core/lifecycle.h (lc_*): this file only
+ * applies its answers — memory, the store (the job and the attempt that
+ * ended, in one commit), the scheduler (through the dispatcher's messages),
+ * the worker (its cancel list). Every change follows the rule in jobs.h:
+ * memory and the commit queue under the table lock, waiters woken and callers
+ * answered once the commit is done. No function here waits for an fsync. */
 #include "head/ops.h"
 
 #include <stdio.h>
@@ -36,18 +42,27 @@ void head_authenticate(struct head *h, const char *bearer, struct caller *out)
         out->kind = CALLER_WORKER;
 }
 
-/* A job write on its way to the store. */
+static struct lc_now now_lc(void)
+{
+    struct lc_now n = {clock_mono_ns(), clock_wall_ms()};
+    return n;
+}
+
+/* A job write on its way to the store: the job's new record and, when an
+ * attempt ended with this change, that attempt — in one transaction. */
 struct job_op {
     struct commit_op op;
     struct head *h;
     bool insert;
-    struct job_rec rec;        /* snapshot; params_json borrowed (immutable) or owned */
-    bool own_params;
-    const void *result;        /* complete: output bytes (borrowed: the writer waits) */
+    struct job_rec rec;        /* snapshot; owns params_json; no attempts */
+    bool has_ended;
+    struct lc_attempt ended;
+    const void *result;        /* complete: output bytes (borrowed: the request waits) */
     size_t result_len;
-    bool requeue;              /* async requeue: hand to the dispatcher once durable */
-    head_done_fn done;         /* async submit / complete: the caller's answer */
+    bool requeue;              /* queued again: hand it to the scheduler when done (either way) */
+    head_done_fn done;         /* the caller's answer, once done */
     void *done_arg;
+    bool flag;                 /* passed to done */
     int64_t load_ms, run_ms;   /* complete: measured times for the estimator */
 };
 
@@ -55,37 +70,17 @@ static int job_op_apply(struct store *s, struct commit_op *op)
 {
     struct job_op *o = (struct job_op *)op;
     int rc = o->insert ? s->ops->job_insert(s, &o->rec) : s->ops->job_update(s, &o->rec);
+    if (!rc && o->has_ended)
+        rc = s->ops->attempt_put(s, o->rec.id, &o->ended);
     if (!rc && o->result)
         rc = s->ops->result_put(s, o->rec.id, o->rec.result_type, o->result, o->result_len);
     return rc;
 }
 
-static void wake(struct head *h, uint64_t id)
-{
-    jobs_lock(h->jobs);
-    struct hjob *j = jobs_find(h->jobs, id);
-    if (j)
-        jobs_changed(h->jobs, j);
-    jobs_unlock(h->jobs);
-}
-
 static void job_op_free(struct job_op *o)
 {
-    if (o->own_params)
-        free(o->rec.params_json);
+    job_rec_free_fields(&o->rec);
     free(o);
-}
-
-static void job_op_done_async(struct commit_op *op, int rc)
-{
-    struct job_op *o = (struct job_op *)op;
-    if (rc)
-        log_error(MOD, "job %llu: change not stored: %s", (unsigned long long)o->rec.id,
-                  gpuq_strerror(rc));
-    wake(o->h, o->rec.id);
-    if (o->requeue && !rc)
-        dispatcher_job_add(o->h->disp, &o->rec);
-    job_op_free(o);
 }
 
 static struct job_op *job_op_new(struct head *h, const struct hjob *j)
@@ -95,55 +90,132 @@ static struct job_op *job_op_new(struct head *h, const struct hjob *j)
     o->h = h;
     o->rec = j->rec;
     o->rec.params_json = xstrdup(j->rec.params_json ? j->rec.params_json : "{}");
-    o->own_params = true;
+    o->rec.attempts = NULL;
+    o->rec.nattempts = 0;
     return o;
 }
 
-/* Waits for an op submitted under the table lock (now released); wakes waiters. */
-static int job_op_wait(struct head *h, struct job_op *o)
+/* Wakes the job's waiters and copies it out (out may be NULL). */
+static void wake(struct head *h, uint64_t id, struct job_rec *out)
 {
-    int rc = committer_wait(h->committer, &o->op);
-    wake(h, o->rec.id);
+    jobs_lock(h->jobs);
+    struct hjob *j = jobs_find(h->jobs, id);
+    if (j) {
+        jobs_changed(h->jobs, j);
+        if (out)
+            job_rec_copy(out, &j->rec);
+    }
+    jobs_unlock(h->jobs);
+}
+
+/* The end of an ordinary change. A job queued again goes back to the
+ * scheduler even when the store failed: memory says queued, and a restart
+ * re-queues what the store still calls running. */
+static void job_op_done(struct commit_op *op, int rc)
+{
+    struct job_op *o = (struct job_op *)op;
+    struct head *h = o->h;
+    if (rc)
+        log_error(MOD, "job %llu: change not stored: %s", (unsigned long long)o->rec.id,
+                  gpuq_strerror(rc));
+    struct job_rec out = {0};
+    wake(h, o->rec.id, o->done ? &out : NULL);
+    if (o->requeue)
+        dispatcher_job_add(h->disp, &o->rec);
+    if (o->done)
+        o->done(o->done_arg, rc, &out, o->flag);
+    job_rec_free_fields(&out);
     job_op_free(o);
-    return rc;
 }
 
-static void eta_for(struct head *h, struct job_rec *rec)
+/* An attempt of j ended (lock held): its history, its scheduler slot, its
+ * worker's inflight count and breaker (cls NULL: no verdict on the worker),
+ * and the worker told to stop it when abort. */
+static void attempt_ended(struct head *h, struct hjob *j, const struct lc_attempt *a,
+                          const char *cls, bool abort)
 {
-    struct dispatch_stats st;
-    dispatcher_get_stats(h->disp, &st);
-    int workers = st.ready_workers > 0 ? st.ready_workers : 1;
-    double wait_s = st.sched.backlog_s / workers;
-    int64_t now = clock_wall_ms();
-    rec->eta_start_ms = now + (int64_t)(wait_s * 1000);
-    rec->eta_finish_ms = rec->eta_start_ms + (int64_t)(rec->cost_s * 1000);
+    job_rec_add_attempt(&j->rec, a);
+    dispatcher_job_finished(h->disp, j->rec.id, a->worker, false, cls, 0, 0);
+    if (abort)
+        registry_add_cancel(h->registry, a->worker, j->rec.id, a->n);
 }
 
-static void copy_out(const struct job_rec *src, struct job_rec *out)
+/* After a transition of j (lock held): the record's derived fields, the timed
+ * list, and the commit op carrying the job and the ended attempt. The caller
+ * may set the op's answer, then submits it. */
+static struct job_op *changed(struct head *h, struct hjob *j, const struct lc_attempt *ended)
 {
-    *out = *src;
-    out->params_json = xstrdup(src->params_json ? src->params_json : "{}");
+    enum lc_state st = j->rec.lc.state;
+    if (st != LC_RUNNING) {
+        j->rec.phase = PHASE_NONE;
+        if (st == LC_QUEUED)
+            j->rec.progress = 0;
+    }
+    if (lc_terminal(st) && !j->rec.finished_ms)
+        j->rec.finished_ms = clock_wall_ms();
+    if (st == LC_QUEUED)
+        j->rec.finished_ms = 0;
+    if (ended && ended->error_class[0]) {
+        snprintf(j->rec.error_class, sizeof j->rec.error_class, "%s", ended->error_class);
+        snprintf(j->rec.error_message, sizeof j->rec.error_message, "%s", ended->error);
+    }
+    jobs_retrack(h->jobs, j);
+    struct job_op *o = job_op_new(h, j);
+    if (ended) {
+        o->ended = *ended;
+        o->has_ended = true;
+    }
+    o->requeue = st == LC_QUEUED;
+    o->op.done = job_op_done;
+    return o;
+}
+
+static void log_transition(uint64_t id, const struct lc_attempt *a, const struct lc_job *lc)
+{
+    log_warn(MOD, "job %llu attempt %d on %s ended %s%s%s: now %s (%d failure(s))",
+             (unsigned long long)id, a->n, a->worker, lc_outcome_name(a->outcome),
+             a->error_class[0] ? " / " : "", a->error_class, lc_state_name(lc->state),
+             lc->failures);
+}
+
+/* ---- submit, read, cancel, resubmit ---- */
+
+static void fill_eta(struct head *h, struct job_rec *r, int rc, double start_s, double finish_s);
+
+/* The dispatcher took the new job: the 201 goes out with its first ETA. */
+static void submit_eta(void *arg, int rc, double start_s, double finish_s)
+{
+    struct job_op *o = arg;
+    struct head *h = o->h;
+    struct job_rec out = {0};
+    jobs_lock(h->jobs);
+    struct hjob *j = jobs_find(h->jobs, o->rec.id);
+    job_rec_copy(&out, j ? &j->rec : &o->rec);
+    jobs_unlock(h->jobs);
+    fill_eta(h, &out, rc, start_s, finish_s);
+    o->done(o->done_arg, 0, &out, false);
+    job_rec_free_fields(&out);
+    job_op_free(o);
 }
 
 static void submit_done(struct commit_op *op, int rc)
 {
     struct job_op *o = (struct job_op *)op;
     struct head *h = o->h;
-    struct job_rec out = {0};
     jobs_lock(h->jobs);
     struct hjob *j = jobs_find(h->jobs, o->rec.id);
     if (rc == 0) {
         j->committed = true;
         jobs_changed(h->jobs, j);
-        copy_out(&j->rec, &out);
     } else if (j) {
         jobs_remove(h->jobs, j);
     }
     jobs_unlock(h->jobs);
-    if (rc == 0)
-        dispatcher_job_add(h->disp, &o->rec);
-    o->done(o->done_arg, rc, &out, false);
-    job_rec_free_fields(&out);
+    if (rc == 0) { /* answered by submit_eta */
+        dispatcher_job_add_eta(h->disp, &o->rec, submit_eta, o);
+        return;
+    }
+    o->done(o->done_arg, rc, NULL, false);
     job_op_free(o);
 }
 
@@ -166,16 +238,15 @@ void head_submit(struct head *h, struct job_rec *rec, head_done_fn done, void *a
         struct job_rec out = {0};
         int rc = strcmp(prev->rec.body_hash, rec->body_hash) ? GPUQ_ECONFLICT : 0;
         if (!rc)
-            copy_out(&prev->rec, &out);
+            job_rec_copy(&out, &prev->rec);
         jobs_unlock(h->jobs);
         done(arg, rc, &out, rc == 0);
         job_rec_free_fields(&out);
         return;
     }
     rec->id = jobs_next_id(h->jobs);
-    rec->state = JOB_QUEUED;
+    lc_init(&rec->lc, rec->lc.deadline_ms, rec->lc.timeout_ms);
     rec->created_ms = clock_wall_ms();
-    eta_for(h, rec);
     struct hjob *j = jobs_insert(h->jobs, rec);
     struct job_op *o = job_op_new(h, j);
     o->insert = true;
@@ -193,6 +264,38 @@ static struct hjob *find_visible(struct head *h, int64_t tenant_id, uint64_t id)
     if (!j || !j->committed || (tenant_id >= 0 && j->rec.tenant_id != tenant_id))
         return NULL;
     return j;
+}
+
+/* What a reader sees beyond the record: the scheduler's ETA (the core's one
+ * sched_job_eta) and, when the job cannot start now, why. */
+static void fill_eta(struct head *h, struct job_rec *r, int rc, double start_s, double finish_s)
+{
+    r->eta_start_ms = r->eta_finish_ms = 0;
+    r->waiting_reason[0] = '\0';
+    if (r->lc.state != LC_QUEUED && r->lc.state != LC_RUNNING)
+        return;
+    if (r->lc.state == LC_QUEUED &&
+        head_served_reason(h, r->capability, r->model, r->waiting_reason,
+                           sizeof r->waiting_reason))
+        return;
+    int64_t now = clock_wall_ms();
+    if (rc == 0 && start_s >= 0) {
+        r->eta_start_ms = now + (int64_t)(start_s * 1000);
+        r->eta_finish_ms = now + (int64_t)(finish_s * 1000);
+    } else if (r->lc.state == LC_QUEUED) {
+        snprintf(r->waiting_reason, sizeof r->waiting_reason,
+                 "no %s GPU can take it now (none ready: draining, quarantined or gone)",
+                 r->capability);
+    }
+}
+
+static void annotate(struct head *h, struct job_rec *r)
+{
+    double start_s = -1, finish_s = -1;
+    int rc = GPUQ_ENOENT;
+    if (r->lc.state == LC_QUEUED || r->lc.state == LC_RUNNING)
+        rc = dispatcher_job_eta(h->disp, r->id, &start_s, &finish_s);
+    fill_eta(h, r, rc, start_s, finish_s);
 }
 
 int head_get(struct head *h, int64_t tenant_id, uint64_t id, uint64_t *version,
@@ -218,14 +321,20 @@ int head_get(struct head *h, int64_t tenant_id, uint64_t id, uint64_t *version,
     }
     head_job_copy(j, out, version);
     jobs_unlock(h->jobs);
+    annotate(h, out);
     return 0;
 }
 
 void head_job_copy(const struct hjob *j, struct job_rec *out, uint64_t *version)
 {
-    copy_out(&j->rec, out);
+    job_rec_copy(out, &j->rec);
     if (version)
         *version = j->version;
+}
+
+void head_job_annotate(struct head *h, struct job_rec *r)
+{
+    annotate(h, r);
 }
 
 int head_watch(struct head *h, int64_t tenant_id, uint64_t id, uint64_t since,
@@ -246,12 +355,13 @@ int head_watch(struct head *h, int64_t tenant_id, uint64_t id, uint64_t since,
         }
         return rc;
     }
-    *watching = !job_state_terminal(j->rec.state) && !jobs_stopping(h->jobs) &&
+    *watching = !job_state_terminal(job_rec_state(&j->rec)) && !jobs_stopping(h->jobs) &&
                 (since == 0 || since == j->version);
     if (*watching)
         jobs_watch(h->jobs, j, w);
     head_job_copy(j, out, version);
     jobs_unlock(h->jobs);
+    annotate(h, out);
     return 0;
 }
 
@@ -264,46 +374,81 @@ bool head_unwatch(struct head *h, uint64_t id, struct job_watch *w)
     return linked;
 }
 
-int head_cancel(struct head *h, int64_t tenant_id, uint64_t id, struct job_rec *out)
+/* Answers at once (not found, conflict) with the job as it is. */
+static void answer_now(struct head *h, struct hjob *j, int rc, head_done_fn done, void *arg)
+{
+    struct job_rec out = {0};
+    if (j)
+        job_rec_copy(&out, &j->rec);
+    jobs_unlock(h->jobs);
+    done(arg, rc, j ? &out : NULL, false);
+    job_rec_free_fields(&out);
+}
+
+void head_cancel(struct head *h, int64_t tenant_id, uint64_t id, head_done_fn done, void *arg)
 {
     jobs_lock(h->jobs);
     struct hjob *j = find_visible(h, tenant_id, id);
     if (!j) {
-        jobs_unlock(h->jobs);
-        return GPUQ_ENOENT;
+        answer_now(h, NULL, GPUQ_ENOENT, done, arg);
+        return;
     }
-    if (job_state_terminal(j->rec.state) || j->completing) { /* completing: too late */
-        copy_out(&j->rec, out);
-        jobs_unlock(h->jobs);
-        return GPUQ_ECONFLICT;
+    bool was_running = false;
+    struct lc_attempt a;
+    /* completing: its result is being stored — too late to cancel. */
+    if (j->completing || lc_cancel(&j->rec.lc, now_lc(), &was_running, &a)) {
+        answer_now(h, j, GPUQ_ECONFLICT, done, arg);
+        return;
     }
-    bool was_running = j->rec.state == JOB_RUNNING;
-    char worker[REC_NAME_MAX];
-    snprintf(worker, sizeof worker, "%s", j->rec.worker_id);
-    int attempt = j->rec.attempt;
-    j->rec.state = JOB_CANCELLED;
-    j->rec.phase = PHASE_NONE;
-    j->rec.finished_ms = clock_wall_ms();
     snprintf(j->rec.error_class, sizeof j->rec.error_class, "cancelled");
     snprintf(j->rec.error_message, sizeof j->rec.error_message, "cancelled by the client");
-    struct job_op *o = job_op_new(h, j);
+    if (was_running) {
+        snprintf(a.error, sizeof a.error, "cancelled by the client");
+        attempt_ended(h, j, &a, "cancelled", true);
+    } else {
+        dispatcher_job_cancel(h->disp, id);
+    }
+    struct job_op *o = changed(h, j, was_running ? &a : NULL);
+    o->done = done;
+    o->done_arg = arg;
     committer_submit(h->committer, &o->op);
-    copy_out(&j->rec, out);
     jobs_unlock(h->jobs);
-    dispatcher_job_cancel(h->disp, id);
-    if (was_running)
-        registry_add_cancel(h->registry, worker, id, attempt);
-    return job_op_wait(h, o);
 }
 
-/* Fencing: the job must be running this attempt on this worker. Lock held. */
+void head_resubmit(struct head *h, uint64_t id, head_done_fn done, void *arg)
+{
+    jobs_lock(h->jobs);
+    struct hjob *j = find_visible(h, -1, id);
+    if (!j) {
+        answer_now(h, NULL, GPUQ_ENOENT, done, arg);
+        return;
+    }
+    /* A deadline still ahead is kept; a passed one would expire it at once. */
+    int64_t deadline = j->rec.lc.deadline_ms > clock_wall_ms() ? j->rec.lc.deadline_ms : 0;
+    if (lc_resubmit(&j->rec.lc, deadline)) {
+        answer_now(h, j, GPUQ_ECONFLICT, done, arg);
+        return;
+    }
+    log_info(MOD, "job %llu re-submitted by the admin after %d attempt(s)",
+             (unsigned long long)id, j->rec.lc.attempt);
+    j->rec.error_class[0] = '\0';
+    j->rec.error_message[0] = '\0';
+    struct job_op *o = changed(h, j, NULL);
+    o->done = done;
+    o->done_arg = arg;
+    committer_submit(h->committer, &o->op);
+    jobs_unlock(h->jobs);
+}
+
+/* ---- the agent's reports, fenced by (worker, attempt) ---- */
+
+/* The job must be running this attempt on this worker. Lock held. */
 static int fence(struct head *h, uint64_t id, const char *worker, int attempt, struct hjob **out)
 {
     struct hjob *j = jobs_find(h->jobs, id);
     if (!j || !j->committed)
         return GPUQ_ENOENT;
-    if (j->rec.state != JOB_RUNNING || j->rec.attempt != attempt ||
-        strcmp(j->rec.worker_id, worker) != 0)
+    if (lc_fence(&j->rec.lc, worker, attempt))
         return GPUQ_ESTALE;
     if (j->completing)
         return GPUQ_EAGAIN; /* its result is being committed */
@@ -321,7 +466,8 @@ int head_progress(struct head *h, uint64_t id, const char *worker, int attempt,
         jobs_unlock(h->jobs);
         return rc;
     }
-    /* Progress is not persisted (a restart re-runs the job anyway); waiters see it now. */
+    /* Progress renews the lease; it is not persisted (a restart re-runs the job). */
+    lc_renew(&h->cfg.lifecycle, &j->rec.lc, worker, attempt, now_lc());
     j->rec.phase = phase;
     j->rec.progress = progress;
     jobs_changed(h->jobs, j);
@@ -339,19 +485,24 @@ static void complete_done(struct commit_op *op, int rc)
     if (j) {
         j->completing = false;
         if (rc == 0) { /* durable now: clients may see it */
-            j->rec.state = o->rec.state;
+            j->rec.lc = o->rec.lc;
             j->rec.phase = o->rec.phase;
             j->rec.progress = o->rec.progress;
             j->rec.finished_ms = o->rec.finished_ms;
             memcpy(j->rec.result_type, o->rec.result_type, sizeof j->rec.result_type);
             j->rec.result_bytes = o->rec.result_bytes;
+            job_rec_add_attempt(&j->rec, &o->ended);
+            jobs_retrack(h->jobs, j);
             jobs_changed(h->jobs, j);
         }
-        copy_out(&j->rec, &out);
+        job_rec_copy(&out, &j->rec);
     }
     jobs_unlock(h->jobs);
-    dispatcher_job_finished(h->disp, o->rec.id, o->rec.worker_id, rc == 0,
-                            o->load_ms * NS_PER_MS, o->run_ms * NS_PER_MS);
+    /* Not stored: the job stays running on this attempt; the agent retries the
+     * completion while it still reports the attempt (its lease holds). */
+    if (rc == 0)
+        dispatcher_job_finished(h->disp, o->rec.id, o->ended.worker, true, "",
+                                o->load_ms * NS_PER_MS, o->run_ms * NS_PER_MS);
     o->done(o->done_arg, rc, &out, false);
     job_rec_free_fields(&out);
     job_op_free(o);
@@ -367,10 +518,10 @@ void head_complete(struct head *h, uint64_t id, const char *worker, int attempt,
     int rc = fence(h, id, worker, attempt, &j);
     if (rc == GPUQ_ESTALE) {
         struct hjob *prev = jobs_find(h->jobs, id);
-        if (prev->rec.state == JOB_SUCCEEDED && prev->rec.attempt == attempt &&
-            !strcmp(prev->rec.worker_id, worker)) {
+        if (prev->rec.lc.state == LC_SUCCEEDED && prev->rec.lc.attempt == attempt &&
+            !strcmp(prev->rec.lc.worker, worker)) {
             /* A retried request for a result already accepted: not accepted twice. */
-            copy_out(&prev->rec, &out);
+            job_rec_copy(&out, &prev->rec);
             jobs_unlock(h->jobs);
             done(arg, 0, &out, true);
             job_rec_free_fields(&out);
@@ -385,10 +536,14 @@ void head_complete(struct head *h, uint64_t id, const char *worker, int attempt,
     /* The job stays running in memory until the result is durable (complete_done). */
     j->completing = true;
     struct job_op *o = job_op_new(h, j);
-    o->rec.state = JOB_SUCCEEDED;
+    struct lc_now now = now_lc();
+    lc_succeed(&o->rec.lc, worker, attempt, now, &o->ended);
+    o->has_ended = true;
     o->rec.phase = PHASE_NONE;
     o->rec.progress = 1.0;
-    o->rec.finished_ms = clock_wall_ms();
+    o->rec.finished_ms = now.wall_ms;
+    o->rec.error_class[0] = '\0';
+    o->rec.error_message[0] = '\0';
     snprintf(o->rec.result_type, sizeof o->rec.result_type, "%s", content_type);
     o->rec.result_bytes = (int64_t)len;
     o->result = data;
@@ -402,69 +557,241 @@ void head_complete(struct head *h, uint64_t id, const char *worker, int attempt,
     jobs_unlock(h->jobs);
 }
 
-/* Requeue, lock held: the job goes back to the queue (memory now, store async). */
-static void requeue_locked(struct head *h, struct hjob *j, const char *exclude_worker)
+void head_fail(struct head *h, uint64_t id, const char *worker, int attempt, const char *cls,
+               const char *message, head_done_fn done, void *arg)
 {
-    j->rec.state = JOB_QUEUED;
-    j->rec.phase = PHASE_NONE;
-    j->rec.progress = 0;
-    snprintf(j->rec.exclude_worker, sizeof j->rec.exclude_worker, "%s",
-             exclude_worker ? exclude_worker : "");
-    struct job_op *o = job_op_new(h, j);
-    o->op.done = job_op_done_async;
-    o->requeue = true;
-    committer_submit(h->committer, &o->op);
-}
-
-void head_requeue(struct head *h, uint64_t job_id, const char *exclude_worker)
-{
-    jobs_lock(h->jobs);
-    struct hjob *j = jobs_find(h->jobs, job_id);
-    if (j && j->rec.state == JOB_RUNNING && !j->completing)
-        requeue_locked(h, j, exclude_worker);
-    jobs_unlock(h->jobs);
-}
-
-int head_fail(struct head *h, uint64_t id, const char *worker, int attempt, const char *cls,
-              const char *message, bool *retried)
-{
-    *retried = false;
     jobs_lock(h->jobs);
     struct hjob *j;
     int rc = fence(h, id, worker, attempt, &j);
     if (rc) {
         jobs_unlock(h->jobs);
-        return rc;
+        done(arg, rc, NULL, false);
+        return;
     }
-    snprintf(j->rec.error_class, sizeof j->rec.error_class, "%s", cls);
-    snprintf(j->rec.error_message, sizeof j->rec.error_message, "%s", message ? message : "");
-    bool retry = strcmp(cls, "bad_input") != 0 && strcmp(cls, "cancelled") != 0 &&
-                 j->rec.attempt < h->cfg.max_attempts;
-    struct job_op *o;
-    if (retry) {
-        log_warn(MOD, "job %llu attempt %d failed on %s (%s): retrying elsewhere",
-                 (unsigned long long)id, attempt, worker, cls);
-        j->rec.state = JOB_QUEUED;
-        j->rec.phase = PHASE_NONE;
-        j->rec.progress = 0;
-        snprintf(j->rec.exclude_worker, sizeof j->rec.exclude_worker, "%s", worker);
-    } else {
-        log_warn(MOD, "job %llu failed on %s after %d attempt(s): %s", (unsigned long long)id,
-                 worker, attempt, cls);
-        j->rec.state = JOB_FAILED;
-        j->rec.phase = PHASE_NONE;
-        j->rec.finished_ms = clock_wall_ms();
-    }
-    o = job_op_new(h, j);
+    struct lc_attempt a;
+    enum lc_next next;
+    lc_fail(&h->cfg.lifecycle, &j->rec.lc, worker, attempt, cls, message, now_lc(), &a, &next);
+    log_transition(id, &a, &j->rec.lc);
+    attempt_ended(h, j, &a, cls, false);
+    struct job_op *o = changed(h, j, &a);
+    o->done = done;
+    o->done_arg = arg;
+    o->flag = next == LC_NEXT_RETRY;
     committer_submit(h->committer, &o->op);
-    struct job_rec snapshot = o->rec;
     jobs_unlock(h->jobs);
-    dispatcher_job_finished(h->disp, id, worker, false, 0, 0);
-    if (retry)
-        dispatcher_job_add(h->disp, &snapshot);
-    *retried = retry;
-    return job_op_wait(h, o);
 }
+
+/* ---- what the head finds out itself: lost attempts, leases, deadlines ---- */
+
+/* Ends j's running attempt as lost (lock held; j running, not completing). */
+static void lose_locked(struct head *h, struct hjob *j, const char *reason, struct lc_now now)
+{
+    struct lc_attempt a;
+    enum lc_next next;
+    if (lc_lost(&h->cfg.lifecycle, &j->rec.lc, reason, now, &a, &next))
+        return;
+    log_transition(j->rec.id, &a, &j->rec.lc);
+    attempt_ended(h, j, &a, "lost", true);
+    committer_submit(h->committer, &changed(h, j, &a)->op);
+}
+
+void head_lost(struct head *h, uint64_t job_id, const char *worker, const char *reason)
+{
+    jobs_lock(h->jobs);
+    struct hjob *j = jobs_find(h->jobs, job_id);
+    if (j && j->committed && !j->completing && j->rec.lc.state == LC_RUNNING &&
+        !strcmp(j->rec.lc.worker, worker))
+        lose_locked(h, j, reason, now_lc());
+    jobs_unlock(h->jobs);
+}
+
+void head_assign_failed(struct head *h, uint64_t job_id, const char *worker, int attempt)
+{
+    jobs_lock(h->jobs);
+    struct hjob *j = jobs_find(h->jobs, job_id);
+    struct lc_attempt a;
+    if (j && !j->completing && lc_fence(&j->rec.lc, worker, attempt) == 0 &&
+        lc_requeue(&j->rec.lc, "the assignment could not be stored", now_lc(), &a) == 0) {
+        attempt_ended(h, j, &a, NULL, false);
+        committer_submit(h->committer, &changed(h, j, &a)->op);
+    }
+    jobs_unlock(h->jobs);
+}
+
+void head_tick(struct head *h)
+{
+    struct lc_now now = now_lc();
+    jobs_lock(h->jobs);
+    struct hjob *next_j;
+    for (struct hjob *j = jobs_timed_first(h->jobs); j; j = next_j) {
+        next_j = jobs_timed_next(j);
+        if (!j->committed || j->completing)
+            continue;
+        bool was_running = j->rec.lc.state == LC_RUNNING;
+        struct lc_attempt a = {0};
+        enum lc_next next;
+        lc_check(&h->cfg.lifecycle, &j->rec.lc, now, &a, &next);
+        if (next == LC_NEXT_NONE)
+            continue;
+        if (was_running) {
+            log_transition(j->rec.id, &a, &j->rec.lc);
+            attempt_ended(h, j, &a, a.error_class, true);
+        } else {
+            log_warn(MOD, "job %llu: its deadline passed while queued: expired",
+                     (unsigned long long)j->rec.id);
+            snprintf(j->rec.error_class, sizeof j->rec.error_class, "deadline");
+            snprintf(j->rec.error_message, sizeof j->rec.error_message,
+                     "its deadline passed before it could run");
+            dispatcher_job_cancel(h->disp, j->rec.id);
+        }
+        committer_submit(h->committer, &changed(h, j, was_running ? &a : NULL)->op);
+    }
+    jobs_unlock(h->jobs);
+}
+
+/* ---- workers: registration, heartbeats, the catalog of what they serve ---- */
+
+/* A pair to remember in the store. */
+struct served_op {
+    struct commit_op op;
+    char cap[SCHED_NAME_MAX], model[SCHED_NAME_MAX];
+};
+
+static int served_apply(struct store *s, struct commit_op *op)
+{
+    struct served_op *o = (struct served_op *)op;
+    return s->ops->served_put(s, o->cap, o->model);
+}
+
+static void served_done(struct commit_op *op, int rc)
+{
+    struct served_op *o = (struct served_op *)op;
+    if (rc)
+        log_warn(MOD, "served pair (%s, %s) not stored: %s", o->cap, o->model,
+                 gpuq_strerror(rc));
+    free(o);
+}
+
+/* Adds the worker's capabilities × declared models to the catalog; new pairs are stored. */
+static void learn_served(struct head *h, const struct worker_rec *w)
+{
+    pthread_mutex_lock(&h->catalog_lock);
+    for (int c = 0; c < w->ncaps; c++) {
+        for (int m = 0; m < w->nmodels; m++) {
+            if (!catalog_add(h->catalog, w->caps[c], w->models[m].name))
+                continue;
+            h->catalog_pairs++;
+            struct served_op *o = xcalloc(1, sizeof *o);
+            o->op.apply = served_apply;
+            o->op.done = served_done;
+            snprintf(o->cap, sizeof o->cap, "%s", w->caps[c]);
+            snprintf(o->model, sizeof o->model, "%s", w->models[m].name);
+            committer_submit(h->committer, &o->op);
+        }
+    }
+    pthread_mutex_unlock(&h->catalog_lock);
+}
+
+bool head_served_reason(struct head *h, const char *cap, const char *model, char *why,
+                        size_t size)
+{
+    pthread_mutex_lock(&h->catalog_lock);
+    bool empty = h->catalog_pairs == 0;
+    bool served = catalog_serves(h->catalog, cap, model);
+    pthread_mutex_unlock(&h->catalog_lock);
+    if (served)
+        return false;
+    if (empty)
+        snprintf(why, size, "no worker has registered yet");
+    else
+        snprintf(why, size, "no worker serves model %s for %s", model, cap);
+    return true;
+}
+
+int head_check_servable(struct head *h, const char *cap, const char *model, char *msg,
+                        size_t size)
+{
+    pthread_mutex_lock(&h->catalog_lock);
+    bool ok = h->catalog_pairs == 0 || catalog_serves(h->catalog, cap, model);
+    pthread_mutex_unlock(&h->catalog_lock);
+    if (ok || h->cfg.allow_unserved)
+        return 0;
+    snprintf(msg, size, "model: no worker serves model %s for %s", model, cap);
+    return GPUQ_ENOENT;
+}
+
+void head_worker_register(struct head *h, const struct worker_rec *w)
+{
+    bool restarted = false;
+    registry_register(h->registry, w, clock_mono_ns(), &restarted);
+    learn_served(h, w);
+    if (restarted) {
+        /* A new incarnation (the agent restarted): whatever the old one ran is gone. */
+        log_warn(MOD, "worker %s restarted (incarnation %s): its running jobs are re-queued",
+                 w->id, w->incarnation);
+        struct lc_now now = now_lc();
+        jobs_lock(h->jobs);
+        struct hjob *next_j;
+        for (struct hjob *j = jobs_timed_first(h->jobs); j; j = next_j) {
+            next_j = jobs_timed_next(j);
+            if (j->committed && !j->completing && j->rec.lc.state == LC_RUNNING &&
+                !strcmp(j->rec.lc.worker, w->id))
+                lose_locked(h, j, "its worker restarted", now);
+        }
+        jobs_unlock(h->jobs);
+    }
+    dispatcher_worker_update(h->disp, w->id);
+}
+
+/* Compares the worker's report of what it runs with the head's view: reported
+ * attempts renew their lease; one the head holds current but the report omits
+ * (past the grace of an assignment in flight) is lost; a reported attempt that
+ * is not current any more is cancelled on the worker. */
+static void reconcile(struct head *h, const struct worker_rec *hb)
+{
+    struct lc_now now = now_lc();
+    jobs_lock(h->jobs);
+    for (int i = 0; i < hb->nrunning; i++) {
+        struct hjob *j = jobs_find(h->jobs, hb->running[i].job_id);
+        if (j && lc_renew(&h->cfg.lifecycle, &j->rec.lc, hb->id, hb->running[i].attempt, now) == 0)
+            continue;
+        bool accepted = j && j->rec.lc.state == LC_SUCCEEDED &&
+                        j->rec.lc.attempt == hb->running[i].attempt;
+        if (!accepted && !(j && j->completing))
+            registry_add_cancel(h->registry, hb->id, hb->running[i].job_id,
+                                hb->running[i].attempt);
+    }
+    struct hjob *next_j;
+    for (struct hjob *j = jobs_timed_first(h->jobs); j; j = next_j) {
+        next_j = jobs_timed_next(j);
+        if (!j->committed || j->completing || j->rec.lc.state != LC_RUNNING ||
+            strcmp(j->rec.lc.worker, hb->id))
+            continue;
+        bool reported = false;
+        for (int i = 0; i < hb->nrunning && !reported; i++)
+            reported = hb->running[i].job_id == j->rec.id &&
+                       hb->running[i].attempt == j->rec.lc.attempt;
+        if (lc_orphaned(&h->cfg.lifecycle, &j->rec.lc, hb->id, reported, now.mono_ns))
+            lose_locked(h, j, "its worker no longer reports it", now);
+    }
+    jobs_unlock(h->jobs);
+}
+
+int head_worker_heartbeat(struct head *h, const struct worker_rec *hb, bool *drain,
+                          struct reg_attempt *cancels, int *ncancels)
+{
+    /* Reconcile first: cancels it adds go out with this answer. */
+    struct worker_rec known;
+    if (registry_get(h->registry, hb->id, &known))
+        return GPUQ_ENOENT;
+    reconcile(h, hb);
+    int rc = registry_heartbeat(h->registry, hb, clock_mono_ns(), drain, cancels, ncancels);
+    if (!rc)
+        dispatcher_worker_update(h->disp, hb->id);
+    return rc;
+}
+
+/* ---- recovery at start ---- */
 
 struct recover_ctx {
     struct head *h;
@@ -478,12 +805,16 @@ static void recover_job(void *arg, struct job_rec *rec)
     jobs_lock(h->jobs);
     struct hjob *j = jobs_insert(h->jobs, rec);
     j->committed = true;
-    if (j->rec.state == JOB_RUNNING) {
-        /* Its agent may still run it; a completion for this attempt would be refused
+    if (j->rec.lc.state == LC_RUNNING) {
+        /* Its agent may still run it; a completion for this attempt is refused
          * once it is re-queued, and the job runs again: at least once, accepted once. */
-        requeue_locked(h, j, "");
+        struct lc_attempt a;
+        j->rec.lc.started_ms = j->rec.started_ms;
+        lc_requeue(&j->rec.lc, "the head restarted", now_lc(), &a);
+        job_rec_add_attempt(&j->rec, &a);
+        committer_submit(h->committer, &changed(h, j, &a)->op);
         c->requeued++;
-    } else if (j->rec.state == JOB_QUEUED) {
+    } else if (j->rec.lc.state == LC_QUEUED) {
         dispatcher_job_add(h->disp, &j->rec);
         c->queued++;
     } else {
@@ -492,8 +823,19 @@ static void recover_job(void *arg, struct job_rec *rec)
     jobs_unlock(h->jobs);
 }
 
+static void recover_served(void *arg, const char *cap, const char *model)
+{
+    struct head *h = arg;
+    if (catalog_add(h->catalog, cap, model))
+        h->catalog_pairs++;
+}
+
 int head_recover(struct head *h)
 {
+    if (!h->catalog) { /* lives as long as the process */
+        pthread_mutex_init(&h->catalog_lock, NULL);
+        h->catalog = catalog_create();
+    }
     uint64_t max_id = 0;
     int rc = h->store->ops->max_job_id(h->store, &max_id);
     if (rc)
@@ -501,6 +843,11 @@ int head_recover(struct head *h)
     jobs_lock(h->jobs);
     jobs_set_next_id(h->jobs, max_id + 1);
     jobs_unlock(h->jobs);
+    pthread_mutex_lock(&h->catalog_lock);
+    rc = h->store->ops->load_served(h->store, recover_served, h);
+    pthread_mutex_unlock(&h->catalog_lock);
+    if (rc)
+        return rc;
     struct recover_ctx c = {h, 0, 0, 0};
     int64_t since = clock_wall_ms() - 3600 * 1000;
     rc = h->store->ops->load_jobs(h->store, since, recover_job, &c);

@@ -1,14 +1,17 @@
 /* head.h: gpuqd's state — configuration, store and committer, the live job
- * table, tenants, the worker registry and the dispatcher — and the
- * operations the API layer calls. Each part has its own lock; the
- * scheduler's state belongs to the dispatcher thread alone. */
+ * table, tenants, the worker registry, the catalog of served pairs and the
+ * dispatcher — and the operations the API layer calls. Each part has its own
+ * lock; the scheduler's state and the breakers belong to the dispatcher
+ * thread alone. */
 #ifndef GPUQ_HEAD_HEAD_H
 #define GPUQ_HEAD_HEAD_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
 #include "common/token.h"
+#include "core/catalog.h"
 #include "head/config.h"
 #include "head/jobs.h"
 #include "head/registry.h"
@@ -30,6 +33,10 @@ struct head {
     struct dispatcher *disp;
     struct http_server *http;
     struct timers *timers;
+    /* (capability, model) pairs workers declared, persisted; catalog_lock guards both. */
+    pthread_mutex_t catalog_lock;
+    struct catalog *catalog;
+    int catalog_pairs;
     char admin_hash[TOKEN_HASH_HEX];
     atomic_bool ready;
     atomic_bool stopping;
@@ -46,13 +53,12 @@ struct caller {
 /* head_authenticate classifies a bearer credential (NULL = none). */
 void head_authenticate(struct head *h, const char *bearer, struct caller *out);
 
-/* Persist a job update and apply it to memory. rec is the new full record of
- * an existing job; the caller holds j->busy (see jobs.h). Returns 0 or the
- * store's error (memory unchanged). */
-int head_commit_job(struct head *h, struct hjob *j, const struct job_rec *rec);
-
-/* Job lifecycle operations used by the API and the dispatcher. */
-/* Sends a job back to the queue (its worker died or it failed and will be retried). */
-void head_requeue(struct head *h, uint64_t job_id, const char *exclude_worker);
+/* What the dispatcher tells the head (its thread; no scheduler lock is taken). */
+/* The attempt running on worker is gone (the worker left): lc_lost. */
+void head_lost(struct head *h, uint64_t job_id, const char *worker, const char *reason);
+/* An assignment could not be stored: the attempt is taken back without blame. */
+void head_assign_failed(struct head *h, uint64_t job_id, const char *worker, int attempt);
+/* Applies what time alone decides (leases, timeouts, deadlines) to every timed job. */
+void head_tick(struct head *h);
 
 #endif

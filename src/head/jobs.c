@@ -25,6 +25,7 @@ struct jobs {
     size_t nibuckets, icount;
     uint64_t next_id;
     bool stopping;
+    struct hjob *timed;     /* timed list head (see jobs.h) */
 };
 
 static uint64_t mix64(uint64_t x)
@@ -55,6 +56,48 @@ struct jobs *jobs_create(void)
     t->ibuckets = xcalloc(t->nibuckets, sizeof *t->ibuckets);
     t->next_id = 1;
     return t;
+}
+
+static void timed_unlink(struct jobs *t, struct hjob *j)
+{
+    if (!j->timed)
+        return;
+    if (j->tprev)
+        j->tprev->tnext = j->tnext;
+    else
+        t->timed = j->tnext;
+    if (j->tnext)
+        j->tnext->tprev = j->tprev;
+    j->tprev = j->tnext = NULL;
+    j->timed = false;
+}
+
+void jobs_retrack(struct jobs *t, struct hjob *j)
+{
+    bool want = j->rec.lc.state == LC_RUNNING ||
+                (j->rec.lc.state == LC_QUEUED && j->rec.lc.deadline_ms > 0);
+    if (want == j->timed)
+        return;
+    if (!want) {
+        timed_unlink(t, j);
+        return;
+    }
+    j->tprev = NULL;
+    j->tnext = t->timed;
+    if (t->timed)
+        t->timed->tprev = j;
+    t->timed = j;
+    j->timed = true;
+}
+
+struct hjob *jobs_timed_first(struct jobs *t)
+{
+    return t->timed;
+}
+
+struct hjob *jobs_timed_next(struct hjob *j)
+{
+    return j->tnext;
 }
 
 static void free_job(struct hjob *j)
@@ -158,6 +201,8 @@ struct hjob *jobs_insert(struct jobs *t, struct job_rec *rec)
     struct hjob *j = xcalloc(1, sizeof *j);
     j->rec = *rec;
     rec->params_json = NULL;
+    rec->attempts = NULL;
+    rec->nattempts = 0;
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -181,6 +226,7 @@ struct hjob *jobs_insert(struct jobs *t, struct job_rec *rec)
     }
     if (j->rec.id >= t->next_id)
         t->next_id = j->rec.id + 1;
+    jobs_retrack(t, j);
     return j;
 }
 
@@ -267,11 +313,12 @@ int jobs_sweep(struct jobs *t, int64_t cutoff_ms)
     for (size_t i = 0; i < t->nbuckets; i++) {
         for (struct hjob **pj = &t->buckets[i]; *pj;) {
             struct hjob *j = *pj;
-            if (job_state_terminal(j->rec.state) && j->rec.finished_ms < cutoff_ms &&
+            if (job_state_terminal(job_rec_state(&j->rec)) && j->rec.finished_ms < cutoff_ms &&
                 j->waiters == 0 && !j->watchers) {
                 *pj = j->next;
                 if (j->rec.idem_key[0])
                     unlink_idem(t, j);
+                timed_unlink(t, j);
                 free_job(j);
                 t->count--;
                 dropped++;
@@ -292,10 +339,11 @@ void jobs_remove(struct jobs *t, struct hjob *j)
             *pj = j->next;
             if (j->rec.idem_key[0])
                 unlink_idem(t, j);
+            timed_unlink(t, j);
             t->count--;
             if (j->waiters) {
                 /* Someone waits on it (an idempotent replay): let them see it gone first. */
-                j->rec.state = JOB_FAILED;
+                j->rec.lc.state = LC_FAILED;
                 j->version++;
                 pthread_cond_broadcast(&j->changed);
                 j->next = NULL;
@@ -321,13 +369,13 @@ void jobs_shutdown(struct jobs *t)
     pthread_mutex_unlock(&t->lock);
 }
 
-void jobs_count(struct jobs *t, int counts[5])
+void jobs_count(struct jobs *t, int counts[JOB_NSTATES])
 {
-    memset(counts, 0, 5 * sizeof counts[0]);
+    memset(counts, 0, JOB_NSTATES * sizeof counts[0]);
     for (size_t i = 0; i < t->nbuckets; i++)
         for (struct hjob *j = t->buckets[i]; j; j = j->next)
-            if ((unsigned)j->rec.state < 5)
-                counts[j->rec.state]++;
+            if ((unsigned)j->rec.lc.state < JOB_NSTATES)
+                counts[j->rec.lc.state]++;
 }
 
 void jobs_set_next_id(struct jobs *t, uint64_t next)

@@ -39,7 +39,9 @@ struct hjob {
     pthread_cond_t changed;
     bool committed;         /* its insert is durable */
     bool completing;        /* a result is being committed: it shows once durable */
+    bool timed;             /* on the timed list (jobs_retrack) */
     struct hjob *next;      /* hash chain */
+    struct hjob *tprev, *tnext; /* timed list */
 };
 
 struct jobs;
@@ -54,7 +56,7 @@ void jobs_unlock(struct jobs *t);
 struct hjob *jobs_find(struct jobs *t, uint64_t id);
 /* Idempotency: the job of (tenant, key), or NULL. */
 struct hjob *jobs_find_idem(struct jobs *t, int64_t tenant_id, const char *key);
-/* Inserts a copy of rec (taking ownership of rec->params_json). */
+/* Inserts a copy of rec (taking ownership of rec->params_json and attempts). */
 struct hjob *jobs_insert(struct jobs *t, struct job_rec *rec);
 /* Bumps the version and wakes waiters and watchers. */
 void jobs_changed(struct jobs *t, struct hjob *j);
@@ -73,8 +75,16 @@ void jobs_remove(struct jobs *t, struct hjob *j);
 int jobs_sweep(struct jobs *t, int64_t cutoff_ms);
 /* Wakes every waiter and watcher for good: jobs_wait returns at once from now on. */
 void jobs_shutdown(struct jobs *t);
-/* Counts by state (array of 5). */
-void jobs_count(struct jobs *t, int counts[5]);
+/* Counts by state (array of JOB_NSTATES). */
+void jobs_count(struct jobs *t, int counts[JOB_NSTATES]);
+
+/* The timed list: every job whose life time alone can change — running
+ * (lease, timeout, deadline) or queued with a deadline. jobs_retrack puts j on
+ * it or takes it off after a change of state (lock held). */
+void jobs_retrack(struct jobs *t, struct hjob *j);
+/* The first job of the timed list and the next (lock held; NULL at the end). */
+struct hjob *jobs_timed_first(struct jobs *t);
+struct hjob *jobs_timed_next(struct hjob *j);
 
 /* Assigns job ids: ids are unique and increasing across restarts. */
 void jobs_set_next_id(struct jobs *t, uint64_t next);

@@ -1,4 +1,4 @@
-/* ops.h: the operations on jobs that the API layer calls. All return 0 or a
+/* ops.h: the operations on jobs and workers that the API layer calls. All return 0 or a
  * negative GPUQ_E*: ENOENT (no such job for this caller), ECONFLICT (state
  * forbids it, or an idempotency key reused with another body), ESTALE (a
  * fenced call names an attempt that is not current), EIO (the store failed:
@@ -24,7 +24,22 @@ void head_submit(struct head *h, struct job_rec *rec, head_done_fn done, void *a
  * NULL) gets its version, for head_watch; 0 for a job read from the store. */
 int head_get(struct head *h, int64_t tenant_id, uint64_t id, uint64_t *version,
              struct job_rec *out);
-int head_cancel(struct head *h, int64_t tenant_id, uint64_t id, struct job_rec *out);
+/* Fills what a reader sees beyond the record: eta_* (the scheduler's ETA) and
+ * waiting_reason. head_get and head_watch do it; watchers copying a job with
+ * head_job_copy call it after releasing the table lock. */
+void head_job_annotate(struct head *h, struct job_rec *r);
+/* done(rc, job): ENOENT, ECONFLICT (already ended, or storing its result), or
+ * 0 once the cancel is stored (a running attempt is aborted on its worker). */
+void head_cancel(struct head *h, int64_t tenant_id, uint64_t id, head_done_fn done, void *arg);
+/* Admin: a dead, failed or expired job runs again (lc_resubmit): done as cancel's. */
+void head_resubmit(struct head *h, uint64_t id, head_done_fn done, void *arg);
+/* 0 when a worker serves (cap, model), none ever registered, or jobs.allow_unserved;
+ * else GPUQ_ENOENT with msg saying so ("model: no worker serves model …"). */
+int head_check_servable(struct head *h, const char *cap, const char *model, char *msg,
+                        size_t size);
+/* True (why filled) when no worker serves (cap, model) now. */
+bool head_served_reason(struct head *h, const char *cap, const char *model, char *why,
+                        size_t size);
 
 /* Long-polls and event streams on suspended connections. head_watch links w to
  * the job (visible to tenant_id; < 0: any) and returns 0 with *watching true,
@@ -47,9 +62,19 @@ int head_progress(struct head *h, uint64_t id, const char *worker, int attempt,
 void head_complete(struct head *h, uint64_t id, const char *worker, int attempt,
                    const char *content_type, const void *data, size_t len, int64_t load_ms,
                    int64_t run_ms, head_done_fn done, void *arg);
-/* Retries elsewhere while attempts remain (never for bad_input); else the job fails. */
-int head_fail(struct head *h, uint64_t id, const char *worker, int attempt, const char *cls,
-              const char *message, bool *retried);
+/* lc_fail: retried elsewhere while the budget lasts (never bad_input), else
+ * dead (or failed/expired). done(flag = retried) runs once stored; fencing
+ * errors answer at once. */
+void head_fail(struct head *h, uint64_t id, const char *worker, int attempt, const char *cls,
+               const char *message, head_done_fn done, void *arg);
+
+/* Workers. Registration: a known worker id with a new incarnation loses (and
+ * re-queues) what the earlier one ran; its pairs join the catalog. */
+void head_worker_register(struct head *h, const struct worker_rec *w);
+/* Heartbeat: reconciles its running list (renew, lost, stale → cancel), then
+ * the registry; ENOENT for an unknown worker. */
+int head_worker_heartbeat(struct head *h, const struct worker_rec *hb, bool *drain,
+                          struct reg_attempt *cancels, int *ncancels);
 
 /* Recovery at start: load jobs from the store into memory and the scheduler. */
 int head_recover(struct head *h);

@@ -42,8 +42,10 @@ static int find(struct registry *r, const char *id)
     return -1;
 }
 
-void registry_register(struct registry *r, const struct worker_rec *w, int64_t now_ns)
+void registry_register(struct registry *r, const struct worker_rec *w, int64_t now_ns,
+                       bool *restarted)
 {
+    *restarted = false;
     pthread_mutex_lock(&r->lock);
     int i = find(r, w->id);
     if (i < 0) {
@@ -54,11 +56,20 @@ void registry_register(struct registry *r, const struct worker_rec *w, int64_t n
         i = r->n++;
         r->v[i] = xcalloc(1, sizeof *r->v[i]);
     } else {
-        bool drain = r->v[i]->drain_requested;
-        int inflight = r->v[i]->inflight;
-        *r->v[i] = *w;
-        r->v[i]->drain_requested = drain;
-        r->v[i]->inflight = inflight;
+        struct worker_rec *old = r->v[i];
+        *restarted = w->incarnation[0] && strcmp(old->incarnation, w->incarnation) != 0;
+        bool drain = old->drain_requested;
+        int inflight = old->inflight;
+        enum breaker_state br = old->breaker;
+        int64_t trips = old->breaker_trips;
+        char reason[sizeof old->breaker_reason];
+        memcpy(reason, old->breaker_reason, sizeof reason);
+        *old = *w;
+        old->drain_requested = drain;
+        old->inflight = inflight;
+        old->breaker = br;
+        old->breaker_trips = trips;
+        memcpy(old->breaker_reason, reason, sizeof reason);
         r->v[i]->last_seen_ns = now_ns;
         pthread_mutex_unlock(&r->lock);
         return;
@@ -139,6 +150,9 @@ void registry_add_cancel(struct registry *r, const char *id, uint64_t job_id, in
 {
     pthread_mutex_lock(&r->lock);
     int i = find(r, id);
+    for (int k = 0; i >= 0 && k < r->v[i]->ncancels; k++)
+        if (r->v[i]->cancels[k].job_id == job_id && r->v[i]->cancels[k].attempt == attempt)
+            i = -1; /* already pending */
     if (i >= 0 && r->v[i]->ncancels < REG_MAX_CANCELS) {
         struct worker_rec *w = r->v[i];
         w->cancels[w->ncancels].job_id = job_id;
@@ -156,6 +170,18 @@ void registry_inflight(struct registry *r, const char *id, int delta)
         r->v[i]->inflight += delta;
         if (r->v[i]->inflight < 0)
             r->v[i]->inflight = 0;
+    }
+    pthread_mutex_unlock(&r->lock);
+}
+
+void registry_set_breaker(struct registry *r, const char *id, const struct breaker *b)
+{
+    pthread_mutex_lock(&r->lock);
+    int i = find(r, id);
+    if (i >= 0) {
+        r->v[i]->breaker = b->state;
+        r->v[i]->breaker_trips = b->trips;
+        snprintf(r->v[i]->breaker_reason, sizeof r->v[i]->breaker_reason, "%s", b->reason);
     }
     pthread_mutex_unlock(&r->lock);
 }

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/breaker.h"
 #include "core/sched.h"
 
 #define REG_MAX_MODELS 32
@@ -43,6 +44,7 @@ struct telemetry {
 
 struct worker_rec {
     char id[SCHED_NAME_MAX];
+    char incarnation[64];     /* the agent's boot id ("" = not given) */
     char host[128];
     int gpu_index;
     char gpu_name[128];
@@ -63,6 +65,10 @@ struct worker_rec {
     int64_t registered_ms;
     int64_t last_seen_ns;
     int inflight;             /* attempts the head assigned and has not seen end */
+    /* The dispatcher's circuit breaker for this worker, as last published. */
+    enum breaker_state breaker;
+    char breaker_reason[160];
+    int64_t breaker_trips;
 };
 
 struct registry;
@@ -70,8 +76,10 @@ struct registry;
 struct registry *registry_create(void);
 void registry_destroy(struct registry *r);
 
-/* Adds or replaces a worker (keeps drain_requested). */
-void registry_register(struct registry *r, const struct worker_rec *w, int64_t now_ns);
+/* Adds or replaces a worker (keeps drain_requested, inflight and the breaker).
+ * *restarted: the id was known under another incarnation. */
+void registry_register(struct registry *r, const struct worker_rec *w, int64_t now_ns,
+                       bool *restarted);
 /* Applies a heartbeat: fields state, tel, models' loaded flags, running, cache.
  * Returns GPUQ_ENOENT for an unknown worker. Copies out the drain flag and the
  * pending cancels (which are then cleared). */
@@ -81,6 +89,8 @@ int registry_remove(struct registry *r, const char *id);
 int registry_request_drain(struct registry *r, const char *id);
 void registry_add_cancel(struct registry *r, const char *id, uint64_t job_id, int attempt);
 void registry_inflight(struct registry *r, const char *id, int delta);
+/* Publishes the worker's breaker (the dispatcher's) for readers. */
+void registry_set_breaker(struct registry *r, const char *id, const struct breaker *b);
 /* Copies one worker out. */
 int registry_get(struct registry *r, const char *id, struct worker_rec *out);
 /* Copies up to max workers; returns the count. */

@@ -1,19 +1,22 @@
-/* records.c: names of job states, phases, lanes and tiers, and their parsers. */
+/* records.c: names of job states, phases, lanes and tiers, their parsers,
+ * and deep copies of job records. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/err.h"
 #include "store/records.h"
 #include "store/store.h"
 
-static const char *const state_names[] = {"queued", "running", "succeeded", "failed", "cancelled"};
+_Static_assert(JOB_DEAD == 5 && JOB_EXPIRED == 6 && JOB_NSTATES == LC_EXPIRED + 1,
+               "job states are the lifecycle's");
 static const char *const phase_names[] = {"", "assigned", "loading", "generating"};
 static const char *const lane_names[] = {"interactive", "batch"};
 static const char *const tier_names[] = {"paid", "free"};
 
 const char *job_state_name(enum job_state s)
 {
-    return (unsigned)s < 5 ? state_names[s] : "unknown";
+    return lc_state_name((enum lc_state)s);
 }
 
 const char *job_phase_name(enum job_phase p)
@@ -62,8 +65,8 @@ int job_tier_parse(const char *s, enum job_tier *out)
 
 int job_state_parse(const char *s, enum job_state *out)
 {
-    int v;
-    int rc = parse_name(s, state_names, 5, &v);
+    enum lc_state v;
+    int rc = lc_state_parse(s, &v);
     if (!rc)
         *out = (enum job_state)v;
     return rc;
@@ -71,11 +74,39 @@ int job_state_parse(const char *s, enum job_state *out)
 
 bool job_state_terminal(enum job_state s)
 {
-    return s == JOB_SUCCEEDED || s == JOB_FAILED || s == JOB_CANCELLED;
+    return lc_terminal((enum lc_state)s);
 }
 
 void job_rec_free_fields(struct job_rec *j)
 {
     free(j->params_json);
     j->params_json = NULL;
+    free(j->attempts);
+    j->attempts = NULL;
+    j->nattempts = 0;
+}
+
+void job_rec_copy(struct job_rec *dst, const struct job_rec *src)
+{
+    *dst = *src;
+    dst->params_json = xstrdup(src->params_json ? src->params_json : "{}");
+    dst->attempts = NULL;
+    if (src->nattempts > 0) {
+        dst->attempts = xmalloc((size_t)src->nattempts * sizeof *dst->attempts);
+        memcpy(dst->attempts, src->attempts, (size_t)src->nattempts * sizeof *dst->attempts);
+    }
+}
+
+void job_rec_add_attempt(struct job_rec *j, const struct lc_attempt *a)
+{
+    j->attempts = xrealloc(j->attempts, (size_t)(j->nattempts + 1) * sizeof *j->attempts);
+    j->attempts[j->nattempts++] = *a;
+}
+
+enum lc_outcome job_outcome_parse(const char *s)
+{
+    for (int o = LC_OUT_RUNNING; o <= LC_OUT_REQUEUED; o++)
+        if (!strcmp(s, lc_outcome_name((enum lc_outcome)o)))
+            return (enum lc_outcome)o;
+    return LC_OUT_LOST;
 }

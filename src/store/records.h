@@ -1,31 +1,41 @@
-/* records.h: the durable records of the head — jobs, tenants, worker tokens —
- * as the store keeps them and the head holds them in memory. */
+/* records.h: the durable records of the head — jobs (with their attempt
+ * history), tenants, worker tokens — as the store keeps them and the head
+ * holds them in memory. A job's life (state, attempts, worker, failed set,
+ * deadline, timeout) is the core's struct lc_job, embedded: one copy. */
 #ifndef GPUQ_STORE_RECORDS_H
 #define GPUQ_STORE_RECORDS_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/lifecycle.h"
+
 #define REC_NAME_MAX 64
 #define REC_IDEM_MAX 129
 #define REC_HASH_HEX 65
 
+/* The lifecycle's states under the API's names; the numbers are enum
+ * lc_state's (persisted). */
 enum job_state {
-    JOB_QUEUED = 0,
-    JOB_RUNNING = 1,
-    JOB_SUCCEEDED = 2,
-    JOB_FAILED = 3,
-    JOB_CANCELLED = 4,
+    JOB_QUEUED = LC_QUEUED,
+    JOB_RUNNING = LC_RUNNING,
+    JOB_SUCCEEDED = LC_SUCCEEDED,
+    JOB_FAILED = LC_FAILED,
+    JOB_CANCELLED = LC_CANCELLED,
+    JOB_DEAD = LC_DEAD,
+    JOB_EXPIRED = LC_EXPIRED,
 };
+#define JOB_NSTATES 7
 
 enum job_phase { PHASE_NONE = 0, PHASE_ASSIGNED = 1, PHASE_LOADING = 2, PHASE_GENERATING = 3 };
 
 enum job_lane { LANE_INTERACTIVE = 0, LANE_BATCH = 1 };
 enum job_tier { TIER_PAID = 0, TIER_FREE = 1 };
 
-/* A job. Invariants: state RUNNING ⇔ worker_id non-empty and attempt >= 1;
- * terminal states have finished_ms set; result_bytes > 0 only when SUCCEEDED.
- * params_json is a normalized JSON object text, owned by the record. */
+/* A job. Invariants: lc holds the lifecycle's invariants (lifecycle.h);
+ * terminal states have finished_ms set; result_bytes > 0 only when SUCCEEDED;
+ * attempts[] are the ended attempts, oldest first (nattempts of them).
+ * params_json and attempts are owned by the record (job_rec_free_fields). */
 struct job_rec {
     uint64_t id;
     int64_t tenant_id;
@@ -37,20 +47,20 @@ struct job_rec {
     enum job_tier tier;
     char idem_key[REC_IDEM_MAX];     /* "" = none */
     char body_hash[REC_HASH_HEX];    /* SHA-256 of the normalized request, for idempotency */
-    int64_t deadline_ms;             /* 0 = none */
-    enum job_state state;
+    struct lc_job lc;                /* state, attempt, worker, failed set, deadline, timeout */
     enum job_phase phase;
     double progress;
-    int attempt;                     /* assignments so far; the current one when RUNNING */
-    char worker_id[REC_NAME_MAX];    /* current (RUNNING) or last worker */
-    char exclude_worker[REC_NAME_MAX]; /* the worker that failed the last attempt */
     double cost_s;
     char error_class[16];
     char error_message[256];
     char result_type[REC_NAME_MAX];
     int64_t result_bytes;
     int64_t created_ms, started_ms, finished_ms;
+    /* Shown, not stored: computed when the job is read (0 = none). */
     int64_t eta_start_ms, eta_finish_ms;
+    char waiting_reason[160];        /* queued: why it cannot start now ("" = it can) */
+    struct lc_attempt *attempts;
+    int nattempts;
 };
 
 struct tenant_rec {
@@ -76,5 +86,17 @@ int job_lane_parse(const char *s, enum job_lane *out);
 int job_tier_parse(const char *s, enum job_tier *out);
 int job_state_parse(const char *s, enum job_state *out);
 bool job_state_terminal(enum job_state s);
+
+static inline enum job_state job_rec_state(const struct job_rec *j)
+{
+    return (enum job_state)j->lc.state;
+}
+
+/* job_rec_copy: a deep copy (params and attempts); dst owns its copies. */
+void job_rec_copy(struct job_rec *dst, const struct job_rec *src);
+/* job_rec_add_attempt appends an ended attempt to the history. */
+void job_rec_add_attempt(struct job_rec *j, const struct lc_attempt *a);
+/* job_outcome_parse: the inverse of lc_outcome_name (unknown names: LC_OUT_LOST). */
+enum lc_outcome job_outcome_parse(const char *s);
 
 #endif

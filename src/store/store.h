@@ -27,6 +27,7 @@ struct store_list_filter {
 typedef void (*store_job_cb)(void *arg, struct job_rec *job); /* callee owns job->params_json */
 typedef void (*store_tenant_cb)(void *arg, const struct tenant_rec *t);
 typedef void (*store_token_cb)(void *arg, const struct token_rec *t);
+typedef void (*store_served_cb)(void *arg, const char *capability, const char *model);
 
 struct store_ops {
     const char *name;
@@ -44,9 +45,15 @@ struct store_ops {
                       void **data, size_t *len);
     int (*tenant_insert)(struct store *s, struct tenant_rec *t); /* sets t->id */
     int (*token_insert)(struct store *s, struct token_rec *t);
+    /* An ended attempt of a job (replaces one with the same number). */
+    int (*attempt_put)(struct store *s, uint64_t job_id, const struct lc_attempt *a);
+    /* A (capability, model) pair a worker declared (kept once). */
+    int (*served_put)(struct store *s, const char *capability, const char *model);
+    int (*load_served)(struct store *s, store_served_cb cb, void *arg);
     int (*load_tenants)(struct store *s, store_tenant_cb cb, void *arg);
     int (*load_tokens)(struct store *s, store_token_cb cb, void *arg);
-    /* Jobs not terminal, and terminal ones finished at or after since_ms. */
+    /* Jobs not terminal, and terminal ones finished at or after since_ms. Job
+     * reads come with their attempt history. */
     int (*load_jobs)(struct store *s, int64_t since_ms, store_job_cb cb, void *arg);
     int (*job_get)(struct store *s, uint64_t id, struct job_rec *out);
     int (*job_list)(struct store *s, const struct store_list_filter *f, store_job_cb cb,
@@ -73,7 +80,7 @@ int store_sqlite_open(const struct store_sqlite_options *opt, struct store **out
 /* Thin inline wrappers so callers read naturally. */
 static inline void store_close(struct store *s) { s->ops->close(s); }
 
-/* job_rec_free_fields frees what a job record owns (params_json). */
+/* job_rec_free_fields frees what a job record owns (params_json, attempts). */
 void job_rec_free_fields(struct job_rec *j);
 
 #endif

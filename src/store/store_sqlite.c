@@ -36,14 +36,25 @@ static const char *const migrations[] = {
     "CREATE INDEX jobs_live ON jobs(state) WHERE state < 2;"
     "CREATE TABLE results(job_id INTEGER PRIMARY KEY, content_type TEXT NOT NULL,"
     " data BLOB NOT NULL, finished_ms INTEGER NOT NULL);",
+    /* 2: the lifecycle (failed set, timeout, budget spent), the attempt history
+     * and the (capability, model) pairs workers ever declared. */
+    "ALTER TABLE jobs ADD COLUMN failures INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN failed TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE jobs ADD COLUMN timeout_ms INTEGER NOT NULL DEFAULT 0;"
+    "CREATE TABLE attempts(job_id INTEGER NOT NULL, n INTEGER NOT NULL, worker TEXT NOT NULL,"
+    " started_ms INTEGER, ended_ms INTEGER, outcome TEXT NOT NULL, error_class TEXT NOT NULL,"
+    " error TEXT NOT NULL, PRIMARY KEY(job_id, n));"
+    "CREATE TABLE served(capability TEXT NOT NULL, model TEXT NOT NULL,"
+    " PRIMARY KEY(capability, model));",
 };
 
 #define JOB_COLS                                                                              \
     "id, tenant_id, capability, model, params, width, height, steps, frames, lane, tier,"   \
     " idem_key, body_hash, deadline_ms, state, phase, progress, attempt, worker_id,"         \
     " exclude_worker, cost_s, error_class, error_message, result_type, result_bytes,"        \
-    " created_ms, started_ms, finished_ms, eta_start_ms, eta_finish_ms"
-#define JOB_NCOLS 30
+    " created_ms, started_ms, finished_ms, eta_start_ms, eta_finish_ms, failures, failed,"       \
+    " timeout_ms"
+#define JOB_NCOLS 33
 
 enum stmt_id {
     ST_BEGIN,
@@ -57,6 +68,8 @@ enum stmt_id {
     ST_RESULT_PUT,
     ST_TENANT_INSERT,
     ST_TOKEN_INSERT,
+    ST_ATTEMPT_PUT,
+    ST_SERVED_PUT,
     ST_COUNT
 };
 
@@ -68,15 +81,19 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_RELEASE] = "RELEASE op",
     [ST_ROLLBACK_TO] = "ROLLBACK TO op",
     [ST_JOB_INSERT] = "INSERT INTO jobs(" JOB_COLS ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
-                      "?,?,?,?,?,?,?,?,?,?,?,?)",
+                      "?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [ST_JOB_UPDATE] = "UPDATE jobs SET state=?2, phase=?3, progress=?4, attempt=?5, worker_id=?6,"
                       " exclude_worker=?7, error_class=?8, error_message=?9, result_type=?10,"
                       " result_bytes=?11, started_ms=?12, finished_ms=?13, eta_start_ms=?14,"
-                      " eta_finish_ms=?15 WHERE id=?1",
+                      " eta_finish_ms=?15, failures=?16, failed=?17, deadline_ms=?18,"
+                      " timeout_ms=?19 WHERE id=?1",
     [ST_RESULT_PUT] = "INSERT OR REPLACE INTO results(job_id, content_type, data, finished_ms)"
                       " VALUES (?,?,?,?)",
     [ST_TENANT_INSERT] = "INSERT INTO tenants(name, tier, key_hash, created_ms) VALUES (?,?,?,?)",
     [ST_TOKEN_INSERT] = "INSERT INTO worker_tokens(name, token_hash, created_ms) VALUES (?,?,?)",
+    [ST_ATTEMPT_PUT] = "INSERT OR REPLACE INTO attempts(job_id, n, worker, started_ms, ended_ms,"
+                       " outcome, error_class, error) VALUES (?,?,?,?,?,?,?,?)",
+    [ST_SERVED_PUT] = "INSERT OR IGNORE INTO served(capability, model) VALUES (?,?)",
 };
 
 struct store_sqlite {
@@ -170,6 +187,26 @@ static void bind_opt_ms(sqlite3_stmt *st, int i, int64_t v)
         sqlite3_bind_null(st, i);
 }
 
+/* The failed set as stored: worker ids (which hold no comma) joined by commas. */
+static void failed_text(const struct lc_job *lc, char *out, size_t size)
+{
+    size_t n = 0;
+    out[0] = '\0';
+    for (int i = 0; i < lc->nfailed && n < size; i++)
+        n += (size_t)snprintf(out + n, size - n, "%s%s", i ? "," : "", lc->failed[i]);
+}
+
+static void failed_parse(const char *text, struct lc_job *lc)
+{
+    lc->nfailed = 0;
+    while (*text && lc->nfailed < LC_MAX_FAILED) {
+        size_t len = strcspn(text, ",");
+        if (len > 0 && len < SCHED_NAME_MAX)
+            snprintf(lc->failed[lc->nfailed++], SCHED_NAME_MAX, "%.*s", (int)len, text);
+        text += len + (text[len] == ',');
+    }
+}
+
 static int sq_job_insert(struct store *s, const struct job_rec *j)
 {
     struct store_sqlite *q = ss(s);
@@ -188,13 +225,13 @@ static int sq_job_insert(struct store *s, const struct job_rec *j)
     sqlite3_bind_int(st, i++, j->tier);
     bind_text(st, i++, j->idem_key);
     bind_text(st, i++, j->body_hash);
-    sqlite3_bind_int64(st, i++, j->deadline_ms);
-    sqlite3_bind_int(st, i++, j->state);
+    sqlite3_bind_int64(st, i++, j->lc.deadline_ms);
+    sqlite3_bind_int(st, i++, j->lc.state);
     sqlite3_bind_int(st, i++, j->phase);
     sqlite3_bind_double(st, i++, j->progress);
-    sqlite3_bind_int(st, i++, j->attempt);
-    bind_text(st, i++, j->worker_id);
-    bind_text(st, i++, j->exclude_worker);
+    sqlite3_bind_int(st, i++, j->lc.attempt);
+    bind_text(st, i++, j->lc.worker);
+    bind_text(st, i++, "");
     sqlite3_bind_double(st, i++, j->cost_s);
     bind_text(st, i++, j->error_class);
     bind_text(st, i++, j->error_message);
@@ -205,6 +242,11 @@ static int sq_job_insert(struct store *s, const struct job_rec *j)
     bind_opt_ms(st, i++, j->finished_ms);
     sqlite3_bind_int64(st, i++, j->eta_start_ms);
     sqlite3_bind_int64(st, i++, j->eta_finish_ms);
+    char failed[LC_MAX_FAILED * SCHED_NAME_MAX];
+    failed_text(&j->lc, failed, sizeof failed);
+    sqlite3_bind_int(st, i++, j->lc.failures);
+    bind_text(st, i++, failed);
+    sqlite3_bind_int64(st, i++, j->lc.timeout_ms);
     return step_reset(q, ST_JOB_INSERT);
 }
 
@@ -213,12 +255,12 @@ static int sq_job_update(struct store *s, const struct job_rec *j)
     struct store_sqlite *q = ss(s);
     sqlite3_stmt *st = q->st[ST_JOB_UPDATE];
     sqlite3_bind_int64(st, 1, (sqlite3_int64)j->id);
-    sqlite3_bind_int(st, 2, j->state);
+    sqlite3_bind_int(st, 2, j->lc.state);
     sqlite3_bind_int(st, 3, j->phase);
     sqlite3_bind_double(st, 4, j->progress);
-    sqlite3_bind_int(st, 5, j->attempt);
-    bind_text(st, 6, j->worker_id);
-    bind_text(st, 7, j->exclude_worker);
+    sqlite3_bind_int(st, 5, j->lc.attempt);
+    bind_text(st, 6, j->lc.worker);
+    bind_text(st, 7, "");
     bind_text(st, 8, j->error_class);
     bind_text(st, 9, j->error_message);
     bind_text(st, 10, j->result_type);
@@ -227,6 +269,12 @@ static int sq_job_update(struct store *s, const struct job_rec *j)
     bind_opt_ms(st, 13, j->finished_ms);
     sqlite3_bind_int64(st, 14, j->eta_start_ms);
     sqlite3_bind_int64(st, 15, j->eta_finish_ms);
+    char failed[LC_MAX_FAILED * SCHED_NAME_MAX];
+    failed_text(&j->lc, failed, sizeof failed);
+    sqlite3_bind_int(st, 16, j->lc.failures);
+    bind_text(st, 17, failed);
+    sqlite3_bind_int64(st, 18, j->lc.deadline_ms);
+    sqlite3_bind_int64(st, 19, j->lc.timeout_ms);
     int err = step_reset(q, ST_JOB_UPDATE);
     if (!err && sqlite3_changes(q->wdb) == 0)
         return GPUQ_ENOENT;
@@ -243,6 +291,30 @@ static int sq_result_put(struct store *s, uint64_t job_id, const char *type, con
     sqlite3_bind_blob64(st, 3, data ? data : "", len, SQLITE_STATIC);
     sqlite3_bind_int64(st, 4, 0);
     return step_reset(q, ST_RESULT_PUT);
+}
+
+static int sq_attempt_put(struct store *s, uint64_t job_id, const struct lc_attempt *a)
+{
+    struct store_sqlite *q = ss(s);
+    sqlite3_stmt *st = q->st[ST_ATTEMPT_PUT];
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)job_id);
+    sqlite3_bind_int(st, 2, a->n);
+    bind_text(st, 3, a->worker);
+    bind_opt_ms(st, 4, a->started_ms);
+    bind_opt_ms(st, 5, a->ended_ms);
+    bind_text(st, 6, lc_outcome_name(a->outcome));
+    bind_text(st, 7, a->error_class);
+    bind_text(st, 8, a->error);
+    return step_reset(q, ST_ATTEMPT_PUT);
+}
+
+static int sq_served_put(struct store *s, const char *capability, const char *model)
+{
+    struct store_sqlite *q = ss(s);
+    sqlite3_stmt *st = q->st[ST_SERVED_PUT];
+    bind_text(st, 1, capability);
+    bind_text(st, 2, model);
+    return step_reset(q, ST_SERVED_PUT);
 }
 
 static int sq_tenant_insert(struct store *s, struct tenant_rec *t)
@@ -296,13 +368,13 @@ static void row_to_job(sqlite3_stmt *st, struct job_rec *j)
     j->tier = (enum job_tier)sqlite3_column_int(st, i++);
     copy_col(st, i++, j->idem_key, sizeof j->idem_key);
     copy_col(st, i++, j->body_hash, sizeof j->body_hash);
-    j->deadline_ms = sqlite3_column_int64(st, i++);
-    j->state = (enum job_state)sqlite3_column_int(st, i++);
+    j->lc.deadline_ms = sqlite3_column_int64(st, i++);
+    j->lc.state = (enum lc_state)sqlite3_column_int(st, i++);
     j->phase = (enum job_phase)sqlite3_column_int(st, i++);
     j->progress = sqlite3_column_double(st, i++);
-    j->attempt = sqlite3_column_int(st, i++);
-    copy_col(st, i++, j->worker_id, sizeof j->worker_id);
-    copy_col(st, i++, j->exclude_worker, sizeof j->exclude_worker);
+    j->lc.attempt = sqlite3_column_int(st, i++);
+    copy_col(st, i++, j->lc.worker, sizeof j->lc.worker);
+    i++; /* exclude_worker: schema 1's single exclusion, replaced by the failed set */
     j->cost_s = sqlite3_column_double(st, i++);
     copy_col(st, i++, j->error_class, sizeof j->error_class);
     copy_col(st, i++, j->error_message, sizeof j->error_message);
@@ -311,8 +383,41 @@ static void row_to_job(sqlite3_stmt *st, struct job_rec *j)
     j->created_ms = sqlite3_column_int64(st, i++);
     j->started_ms = sqlite3_column_int64(st, i++);
     j->finished_ms = sqlite3_column_int64(st, i++);
-    j->eta_start_ms = sqlite3_column_int64(st, i++);
-    j->eta_finish_ms = sqlite3_column_int64(st, i++);
+    i += 2; /* eta_start_ms, eta_finish_ms: computed when read, not kept */
+    j->lc.failures = sqlite3_column_int(st, i++);
+    const unsigned char *failed = sqlite3_column_text(st, i++);
+    failed_parse(failed ? (const char *)failed : "", &j->lc);
+    j->lc.timeout_ms = sqlite3_column_int64(st, i++);
+}
+
+/* Reads a job's attempt history on the read connection (its lock held). */
+static int read_attempts(sqlite3 *db, struct job_rec *j)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db,
+                                "SELECT n, worker, started_ms, ended_ms, outcome, error_class,"
+                                " error FROM attempts WHERE job_id = ?1 ORDER BY n",
+                                -1, &st, NULL);
+    int err = map_rc(db, rc, "attempts");
+    if (!err) {
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)j->id);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            struct lc_attempt a = {0};
+            char outcome[32];
+            a.n = sqlite3_column_int(st, 0);
+            copy_col(st, 1, a.worker, sizeof a.worker);
+            a.started_ms = sqlite3_column_int64(st, 2);
+            a.ended_ms = sqlite3_column_int64(st, 3);
+            copy_col(st, 4, outcome, sizeof outcome);
+            a.outcome = job_outcome_parse(outcome);
+            copy_col(st, 5, a.error_class, sizeof a.error_class);
+            copy_col(st, 6, a.error, sizeof a.error);
+            job_rec_add_attempt(j, &a);
+        }
+        err = map_rc(db, rc, "attempts");
+    }
+    sqlite3_finalize(st);
+    return err;
 }
 
 /* Runs a read query on the read connection; bind() binds parameters, row() sees each row. */
@@ -340,6 +445,7 @@ struct cb_pair {
     void *cb;
     void *arg;
     int count;
+    sqlite3 *db;          /* job rows: where their attempts are read */
 };
 
 static void tenant_row(sqlite3_stmt *st, void *arg)
@@ -384,6 +490,7 @@ static void job_row(sqlite3_stmt *st, void *arg)
     struct cb_pair *p = arg;
     struct job_rec j;
     row_to_job(st, &j);
+    read_attempts(p->db, &j);
     p->count++;
     ((store_job_cb)p->cb)(p->arg, &j);
 }
@@ -395,7 +502,7 @@ static void bind_since(sqlite3_stmt *st, const void *arg)
 
 static int sq_load_jobs(struct store *s, int64_t since_ms, store_job_cb cb, void *arg)
 {
-    struct cb_pair p = {(void *)cb, arg, 0};
+    struct cb_pair p = {(void *)cb, arg, 0, ss(s)->rdb};
     return read_query(ss(s),
                       "SELECT " JOB_COLS " FROM jobs WHERE state < 2 UNION ALL SELECT " JOB_COLS
                       " FROM jobs WHERE state >= 2 AND finished_ms >= ?1 ORDER BY id",
@@ -405,12 +512,14 @@ static int sq_load_jobs(struct store *s, int64_t since_ms, store_job_cb cb, void
 struct one_job {
     struct job_rec *out;
     int found;
+    sqlite3 *db;
 };
 
 static void one_job_row(sqlite3_stmt *st, void *arg)
 {
     struct one_job *o = arg;
     row_to_job(st, o->out);
+    read_attempts(o->db, o->out);
     o->found = 1;
 }
 
@@ -421,7 +530,7 @@ static void bind_id(sqlite3_stmt *st, const void *arg)
 
 static int sq_job_get(struct store *s, uint64_t id, struct job_rec *out)
 {
-    struct one_job o = {out, 0};
+    struct one_job o = {out, 0, ss(s)->rdb};
     int err = read_query(ss(s), "SELECT " JOB_COLS " FROM jobs WHERE id = ?1", bind_id, &id,
                          one_job_row, &o);
     if (err)
@@ -445,12 +554,28 @@ static void bind_filter(sqlite3_stmt *st, const void *arg)
 static int sq_job_list(struct store *s, const struct store_list_filter *f, store_job_cb cb,
                        void *arg)
 {
-    struct cb_pair p = {(void *)cb, arg, 0};
+    struct cb_pair p = {(void *)cb, arg, 0, ss(s)->rdb};
     return read_query(ss(s),
                       "SELECT " JOB_COLS " FROM jobs WHERE tenant_id = ?1 AND id < ?2"
                       " AND (?3 < 0 OR state = ?3) AND (?4 IS NULL OR capability = ?4)"
                       " ORDER BY id DESC LIMIT ?5",
                       bind_filter, f, job_row, &p);
+}
+
+static void served_row(sqlite3_stmt *st, void *arg)
+{
+    struct cb_pair *p = arg;
+    char cap[SCHED_NAME_MAX], model[SCHED_NAME_MAX];
+    copy_col(st, 0, cap, sizeof cap);
+    copy_col(st, 1, model, sizeof model);
+    ((store_served_cb)p->cb)(p->arg, cap, model);
+}
+
+static int sq_load_served(struct store *s, store_served_cb cb, void *arg)
+{
+    struct cb_pair p = {(void *)cb, arg, 0, NULL};
+    return read_query(ss(s), "SELECT capability, model FROM served ORDER BY capability, model",
+                      NULL, NULL, served_row, &p);
 }
 
 static void max_id_row(sqlite3_stmt *st, void *arg)
@@ -542,6 +667,9 @@ static const struct store_ops sqlite_ops = {
     .result_get = sq_result_get,
     .tenant_insert = sq_tenant_insert,
     .token_insert = sq_token_insert,
+    .attempt_put = sq_attempt_put,
+    .served_put = sq_served_put,
+    .load_served = sq_load_served,
     .load_tenants = sq_load_tenants,
     .load_tokens = sq_load_tokens,
     .load_jobs = sq_load_jobs,

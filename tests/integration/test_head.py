@@ -29,7 +29,9 @@ def test_submit_get_list_cancel(head):
     assert job["model"] == "image-v2"  # the capability's default model
     assert job["params"]["width"] == 512 and job["params"]["steps"] == 30  # normalized
     assert job["cost_s"] > 0
-    assert job["eta"]["finish_ms"] >= job["eta"]["start_ms"] >= job["created_ms"]
+    # No worker yet: no invented ETA, and the reason it waits.
+    assert job["eta"] is None and job["waiting_reason"]
+    assert job["attempts"] == [] and job["timeout_s"] is None
     assert r.header("Location") == f"/v1/jobs/{job['id']}"
 
     g = c.get(f"/v1/jobs/{job['id']}")
@@ -314,10 +316,10 @@ def test_stale_attempt_refused(head):
     job = submit(c).json()
     a = w1.poll()
     assert a["attempt"] == 1
+    w2 = FakeWorker(head, token, "gpu-b").start()
     # The first attempt fails (OOM): the job is retried, on another GPU.
     r = w1.fail(a, "oom")
     assert r.status == 200 and r.json()["retried"] is True
-    w2 = FakeWorker(head, token, "gpu-b").start()
     b = w2.poll()
     assert b["job_id"] == job["id"] and b["attempt"] == 2
     # Late messages for attempt 1 are refused.
@@ -339,7 +341,7 @@ def poll_any(workers, rounds=10):
     raise AssertionError("no worker got an assignment")
 
 
-def test_retry_budget_then_failed(head_factory):
+def test_retry_budget_then_dead_then_resubmit(head_factory):
     h = head_factory(config_text="[jobs]\nmax_attempts = 2\n")
     c = h.client(h.add_tenant("acme"))
     token = h.add_worker_token()
@@ -352,7 +354,24 @@ def test_retry_budget_then_failed(head_factory):
     assert b["attempt"] == 2
     assert second.fail(b, "cuda").json()["retried"] is False
     final = c.get(f"/v1/jobs/{job['id']}").json()
-    assert final["state"] == "failed" and final["error"]["class"] == "cuda"
+    # The budget is spent: dead-lettered, with its whole history.
+    assert final["state"] == "dead" and final["error"]["class"] == "cuda"
+    assert [(x["n"], x["worker"], x["outcome"], x["error_class"]) for x in final["attempts"]] == [
+        (1, first.id, "error", "cuda"), (2, second.id, "error", "cuda")]
+    assert all(x["ended_ms"] >= x["started_ms"] > 0 for x in final["attempts"])
+    dead = c.get("/v1/jobs?state=dead").json()["jobs"]
+    assert [x["id"] for x in dead] == [job["id"]]
+    assert len(dead[0]["attempts"]) == 2
+    # Only the admin re-submits; it runs again with a fresh budget and a new attempt number.
+    assert c.post(f"/v1/jobs/{job['id']}/resubmit").status == 403
+    r = h.admin().post(f"/v1/jobs/{job['id']}/resubmit")
+    assert r.status == 200 and r.json()["state"] == "queued", r
+    again, x = poll_any(workers)
+    assert x["job_id"] == job["id"] and x["attempt"] == 3
+    assert again.complete(x).status == 200
+    done = c.get(f"/v1/jobs/{job['id']}").json()
+    assert done["state"] == "succeeded" and len(done["attempts"]) == 3
+    assert h.admin().post(f"/v1/jobs/{job['id']}/resubmit").status == 409
     # bad_input is never retried.
     job2 = submit(c).json()
     owner, x = poll_any(workers)
