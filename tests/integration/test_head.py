@@ -473,3 +473,253 @@ def test_kill9_during_burst_loses_no_acknowledged_job(head):
     missing = [(i, k) for i, k in acked if stored.get(i) != k]
     assert not missing, f"{len(missing)} of {n_acked} acknowledged jobs lost"
     assert len(stored) >= n_acked
+
+
+# ---- the job's life: leases, reconciliation, incarnations, retries, breakers ----
+
+LIFE = ("[lifecycle]\nlease_ms = 600\norphan_grace_ms = 300\n"
+        "[workers]\nheartbeat_ms = 100\nttl_ms = 30000\n")
+
+
+class IncarnatedWorker(FakeWorker):
+    """A FakeWorker that announces an incarnation (the agent's boot id)."""
+
+    def __init__(self, *a, incarnation="boot-1", **kw):
+        super().__init__(*a, **kw)
+        self.incarnation = incarnation
+
+    def register(self):
+        r = self.c.post("/v1/agent/register", {
+            "protocol": 1, "worker_id": self.id, "host": "testhost",
+            "incarnation": self.incarnation,
+            "gpu": {"index": 0, "name": "Fake GPU", "uuid": "GPU-" + self.id,
+                    "vram_total_mb": self.vram_mb},
+            "capabilities": self.caps, "concurrency": self.concurrency,
+            "models": self.models})
+        assert r.status == 200, r
+        return r.json()
+
+
+def job_of(c, job_id):
+    return c.get(f"/v1/jobs/{job_id}").json()
+
+
+def worker_view(c, worker_id):
+    return next(w for w in c.get("/v1/workers").json()["workers"] if w["id"] == worker_id)
+
+
+def test_lease_expiry_requeues_and_stale_completion_is_refused(head_factory):
+    h = head_factory(config_text=LIFE)
+    c = h.client(h.add_tenant("acme"))
+    token = h.add_worker_token()
+    w1 = FakeWorker(h, token, "gpu-a").start()
+    job = submit(c).json()
+    a = w1.poll()
+    assert a["job_id"] == job["id"]
+    w2 = FakeWorker(h, token, "gpu-b").start()
+    # gpu-a neither heartbeats nor reports progress: its lease runs out.
+    got = wait_until(lambda: (lambda j: j if j["state"] == "queued" else None)(job_of(c, job["id"])),
+                     10, "the lease to expire")
+    assert got["attempts"][0]["outcome"] == "lease_expired"
+    assert got["attempts"][0]["worker"] == "gpu-a"
+    b = w2.poll()
+    assert b["job_id"] == job["id"] and b["attempt"] == 2
+    # gpu-a wakes up and delivers: refused, its attempt is not current.
+    r = w1.complete(a)
+    assert r.status == 409 and r.json()["error"]["code"] == "stale_attempt"
+    # Progress and heartbeats from gpu-b keep its lease alive past the lease time.
+    t_end = time.monotonic() + 1.5
+    while time.monotonic() < t_end:
+        assert w2.heartbeat(running=[(job["id"], 2)]).status == 200
+        assert job_of(c, job["id"])["state"] == "running"
+        time.sleep(0.1)
+    assert w2.complete(b).status == 200
+    done = job_of(c, job["id"])
+    assert done["state"] == "succeeded" and done["eta"] is None
+    assert [x["outcome"] for x in done["attempts"]] == ["lease_expired", "ok"]
+
+
+def test_reconciliation_requeues_a_job_the_worker_does_not_report(head_factory):
+    h = head_factory(config_text=LIFE.replace("lease_ms = 600", "lease_ms = 60000"))
+    c = h.client(h.add_tenant("acme"))
+    token = h.add_worker_token()
+    w1 = FakeWorker(h, token, "gpu-a").start()
+    job = submit(c).json()
+    a = w1.poll()
+    w2 = FakeWorker(h, token, "gpu-b").start()
+    # gpu-a is alive but no longer runs it (its report omits the job).
+    def requeued():
+        assert w1.heartbeat(running=[]).status == 200
+        j = job_of(c, job["id"])
+        return j if j["state"] != "running" else None
+    got = wait_until(requeued, 10, "the omitted job to be re-queued")
+    assert got["attempts"][0]["outcome"] == "lost"
+    b = w2.poll()
+    assert b["job_id"] == job["id"] and b["attempt"] == 2
+    assert w1.complete(a).status == 409
+    assert w2.complete(b).status == 200
+
+
+def test_new_incarnation_requeues_what_the_old_one_ran(head_factory):
+    h = head_factory(config_text=LIFE.replace("lease_ms = 600", "lease_ms = 60000"))
+    c = h.client(h.add_tenant("acme"))
+    token = h.add_worker_token()
+    w = IncarnatedWorker(h, token, "gpu-a", concurrency=1).start()
+    job = submit(c).json()
+    a = w.poll()
+    assert worker_view(c, "gpu-a")["inflight"] == 1
+    # The agent restarts (kill -9, same worker id, new boot id) and registers again.
+    w.incarnation = "boot-2"
+    w.register()
+    got = job_of(c, job["id"])
+    assert got["state"] == "queued" and got["attempts"][0]["outcome"] == "lost"
+    wait_until(lambda: worker_view(c, "gpu-a")["inflight"] == 0, 5, "inflight back to 0")
+    assert w.heartbeat().status == 200
+    b = w.poll()
+    assert b["job_id"] == job["id"] and b["attempt"] == 2
+    assert w.complete(a).status == 409
+    assert w.complete(b).status == 200
+    # The same incarnation registering again (a network retry) re-queues nothing.
+    job2 = submit(c).json()
+    x = w.poll()
+    w.register()
+    assert job_of(c, job2["id"])["state"] == "running"
+    assert w.complete(x).status == 200
+
+
+def test_retry_never_runs_on_a_worker_that_failed_it(head_factory):
+    h = head_factory(config_text="[lifecycle]\nmax_attempts = 3\n")
+    c = h.client(h.add_tenant("acme"))
+    token = h.add_worker_token()
+    workers = [FakeWorker(h, token, f"gpu-{n}").start() for n in "abc"]
+    job = submit(c).json()
+    seen = []
+    for attempt in (1, 2):
+        w, a = poll_any(workers)
+        assert a["job_id"] == job["id"] and a["attempt"] == attempt
+        assert w.id not in seen
+        seen.append(w.id)
+        assert w.fail(a, "cuda").json()["retried"] is True
+    w, a = poll_any(workers)
+    assert a["attempt"] == 3 and w.id not in seen
+    assert w.complete(a).status == 200
+    assert [x["worker"] for x in job_of(c, job["id"])["attempts"]] == seen + [w.id]
+
+
+def test_failing_worker_is_quarantined_then_probed_and_recovers(head_factory):
+    h = head_factory(config_text="[lifecycle]\nmax_attempts = 5\n"
+                     "[breaker]\nfailures = 2\nwindow_ms = 60000\ncooldown_ms = 800\n"
+                     "max_cooldown_ms = 800\n")
+    c = h.client(h.add_tenant("acme"))
+    w = FakeWorker(h, h.add_worker_token(), "gpu-bad").start()
+    job = submit(c).json()
+    for attempt in (1, 2):
+        a = w.poll()
+        assert a["attempt"] == attempt
+        assert w.fail(a, "cuda").status == 200
+    view = wait_until(lambda: (lambda v: v if v["state"] == "quarantined" else None)(
+        worker_view(c, "gpu-bad")), 5, "the worker to be quarantined")
+    assert view["breaker"]["state"] == "open" and view["breaker"]["reason"]
+    assert '"event":"quarantine"' in h.tail(20000)
+    # Quarantined: the job waits, visibly, with no ETA.
+    queued = job_of(c, job["id"])
+    assert queued["state"] == "queued" and queued["eta"] is None and queued["waiting_reason"]
+    # After the cool-down, one probe: it succeeds and the worker recovers.
+    a = w.poll(wait=10)
+    assert a is not None and a["job_id"] == job["id"] and a["attempt"] == 3
+    assert '"event":"probe"' in h.tail(20000)
+    assert w.complete(a).status == 200
+    view = wait_until(lambda: (lambda v: v if v["breaker"]["state"] == "closed" else None)(
+        worker_view(c, "gpu-bad")), 5, "the breaker to close")
+    assert view["state"] == "ready"
+    assert '"event":"recovered"' in h.tail(20000)
+
+
+def test_cancel_of_a_running_job_frees_its_worker(head):
+    c = head.client(head.add_tenant("acme"))
+    w = FakeWorker(head, head.add_worker_token(), concurrency=1).start()
+    job = submit(c).json()
+    a = w.poll()
+    assert worker_view(c, w.id)["inflight"] == 1
+    r = c.delete(f"/v1/jobs/{job['id']}")
+    assert r.status == 200 and r.json()["state"] == "cancelled"
+    assert r.json()["attempts"][0]["outcome"] == "cancelled"
+    wait_until(lambda: worker_view(c, w.id)["inflight"] == 0, 5, "inflight back to 0")
+    job2 = submit(c).json()
+    b = w.poll()
+    assert b is not None and b["job_id"] == job2["id"]
+    assert w.complete(b).status == 200
+    assert w.complete(a).status == 409
+
+
+def test_unservable_model_is_refused_naming_the_field(head_factory):
+    h = head_factory()
+    c = h.client(h.add_tenant("acme"))
+    # No worker ever registered: accepted, waiting visibly.
+    early = c.post("/v1/jobs", {"capability": "image.fast", "model": "video"})
+    assert early.status == 201 and early.json()["waiting_reason"]
+    FakeWorker(h, h.add_worker_token()).start()  # image.fast with image-v2
+    r = c.post("/v1/jobs", {"capability": "image.fast", "model": "video"})
+    assert r.status == 400, r
+    err = r.json()["error"]
+    assert err["field"] == "model" and "no worker serves model video for image.fast" in err["message"]
+    assert submit(c).status == 201
+    # The catalog survives a restart.
+    h.stop()
+    h.start()
+    c = h.client(c.key)
+    assert c.post("/v1/jobs", {"capability": "image.fast", "model": "video"}).status == 400
+
+
+def test_allow_unserved_accepts_and_shows_why_it_waits(head_factory):
+    h = head_factory(config_text="[jobs]\nallow_unserved = true\n")
+    c = h.client(h.add_tenant("acme"))
+    FakeWorker(h, h.add_worker_token()).start()
+    r = c.post("/v1/jobs", {"capability": "image.fast", "model": "video"})
+    assert r.status == 201
+    j = r.json()
+    assert j["eta"] is None
+    assert j["waiting_reason"] == "no worker serves model video for image.fast"
+    # It blocks nothing: a servable job behind it runs.
+    ok = submit(c).json()
+    assert job_of(c, ok["id"])["eta"] is not None
+
+
+def test_deadline_expires_a_queued_job(head):
+    c = head.client(head.add_tenant("acme"))
+    deadline = int(time.time() * 1000) + 400
+    job = submit(c, dict(JOB, deadline=deadline)).json()
+    assert job["state"] == "queued" and job["deadline"] == deadline
+    got = wait_until(lambda: (lambda j: j if j["state"] == "expired" else None)(
+        job_of(c, job["id"])), 10, "the job to expire")
+    assert got["error"]["class"] == "deadline" and got["eta"] is None
+    assert [x["id"] for x in c.get("/v1/jobs?state=expired").json()["jobs"]] == [job["id"]]
+
+
+def test_timeout_aborts_the_run_on_its_worker(head_factory):
+    h = head_factory(config_text="[lifecycle]\nmax_attempts = 1\n")
+    c = h.client(h.add_tenant("acme"))
+    w = FakeWorker(h, h.add_worker_token()).start()
+    job = submit(c, dict(JOB, timeout_s=1)).json()
+    assert job["timeout_s"] == 1
+    a = w.poll()
+    assert a["timeout_ms"] == 1000
+
+    def told_to_stop():
+        hb = w.heartbeat(running=[(job["id"], a["attempt"])]).json()
+        return {"job_id": job["id"], "attempt": a["attempt"]} in hb["cancel"]
+    wait_until(told_to_stop, 10, "the worker to be told to abort the attempt")
+    got = job_of(c, job["id"])
+    assert got["state"] == "dead" and got["attempts"][0]["outcome"] == "timeout"
+    assert w.complete(a).status == 409
+
+
+def test_job_behind_a_drained_gpu_shows_why_and_no_eta(head):
+    c = head.client(head.add_tenant("acme"))
+    w = FakeWorker(head, head.add_worker_token()).start()
+    assert head.admin().post(f"/v1/workers/{w.id}/drain").status == 200
+    wait_until(lambda: worker_view(c, w.id)["state"] == "draining", 5, "drain")
+    job = submit(c).json()
+    assert job["eta"] is None and "no image.fast GPU" in job["waiting_reason"]
+    again = job_of(c, job["id"])
+    assert again["eta"] is None and again["waiting_reason"]
