@@ -16,6 +16,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/timer.h"
+#include "head/datadir.h"
 #include "head/dispatch.h"
 #include "head/ops.h"
 
@@ -30,83 +31,6 @@ static void usage(FILE *f)
             "  --config     INI file with settings (see docs/configuration.md)\n"
             "  --log-level  debug | info | warn | error (default info)\n"
             "The admin key is $GPUQ_ADMIN_KEY, or DATA/admin.key (created on first start).\n");
-}
-
-static int mkdir_p(const char *dir)
-{
-    char tmp[512];
-    snprintf(tmp, sizeof tmp, "%s", dir);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(tmp, 0700) && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    }
-    if (mkdir(tmp, 0700) && errno != EEXIST)
-        return -1;
-    return 0;
-}
-
-/* Writes path atomically (temp file, fsync, rename) with the given mode. */
-static int write_file_atomic(const char *path, const char *text, mode_t mode)
-{
-    char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, mode);
-    if (fd < 0)
-        return -1;
-    size_t len = strlen(text);
-    if (write(fd, text, len) != (ssize_t)len || fsync(fd) != 0) {
-        close(fd);
-        unlink(tmp);
-        return -1;
-    }
-    close(fd);
-    return rename(tmp, path);
-}
-
-/* The admin key: from the environment, or DATA/admin.key (made on first start). */
-static int load_admin_key(struct head *h)
-{
-    const char *env = getenv("GPUQ_ADMIN_KEY");
-    char path[600];
-    snprintf(path, sizeof path, "%s/admin.key", h->cfg.data_dir);
-    char key[128] = "";
-    if (env && *env) {
-        if (strlen(env) < 16) {
-            log_error(MOD, "GPUQ_ADMIN_KEY: must be at least 16 characters");
-            return -1;
-        }
-        snprintf(key, sizeof key, "%s", env);
-        /* Tools that read DATA/admin.key must find the key in use. */
-        char line[140];
-        snprintf(line, sizeof line, "%s\n", key);
-        if (write_file_atomic(path, line, 0600))
-            log_warn(MOD, "cannot write %s: %s", path, strerror(errno));
-    } else {
-        FILE *f = fopen(path, "r");
-        if (f) {
-            if (!fgets(key, sizeof key, f))
-                key[0] = '\0';
-            fclose(f);
-            key[strcspn(key, "\r\n")] = '\0';
-        }
-        if (strlen(key) < 16) {
-            if (token_random("gqa_", key, sizeof key))
-                return -1;
-            char line[140];
-            snprintf(line, sizeof line, "%s\n", key);
-            if (write_file_atomic(path, line, 0600)) {
-                log_error(MOD, "cannot write %s: %s", path, strerror(errno));
-                return -1;
-            }
-            log_info(MOD, "created the admin key in %s", path);
-        }
-    }
-    token_hash(key, h->admin_hash);
-    return 0;
 }
 
 static void load_tenant(void *arg, const struct tenant_rec *t)
@@ -193,8 +117,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpuqd: --listen: expected HOST:PORT, got '%s'\n", h.cfg.listen);
         return 2;
     }
-    if (mkdir_p(h.cfg.data_dir)) {
-        fprintf(stderr, "gpuqd: --data: cannot create %s: %s\n", h.cfg.data_dir, strerror(errno));
+    if (datadir_create(h.cfg.data_dir, err, sizeof err)) {
+        fprintf(stderr, "gpuqd: %s\n", err);
+        return 1;
+    }
+    /* Before anything reads or writes the directory: one head per data directory. */
+    struct datadir_lock lock;
+    if (datadir_lock(h.cfg.data_dir, &lock, err, sizeof err)) {
+        fprintf(stderr, "gpuqd: %s\n", err);
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -204,8 +134,10 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* every thread inherits: main waits for them */
 
-    if (load_admin_key(&h))
+    if (datadir_admin_key(h.cfg.data_dir, h.admin_hash, err, sizeof err)) {
+        log_error(MOD, "%s", err);
         return 1;
+    }
     char dbpath[600];
     snprintf(dbpath, sizeof dbpath, "%s/gpuq.db", h.cfg.data_dir);
     struct store_sqlite_options so = {.path = dbpath, .synchronous_full = h.cfg.synchronous_full};
@@ -239,12 +171,11 @@ int main(int argc, char **argv)
         return 1;
     }
     atomic_store(&h.ready, true);
-    char url[256], path[600];
+    char url[256];
     snprintf(url, sizeof url, strchr(host, ':') ? "http://[%s]:%d\n" : "http://%s:%d\n", host,
              http_port(h.http));
-    snprintf(path, sizeof path, "%s/head.url", h.cfg.data_dir);
-    if (write_file_atomic(path, url, 0644))
-        log_warn(MOD, "cannot write %s: %s", path, strerror(errno));
+    if (datadir_write_file(h.cfg.data_dir, "head.url", url, 0644))
+        log_warn(MOD, "cannot write %s/head.url: %s", h.cfg.data_dir, strerror(errno));
     url[strcspn(url, "\n")] = '\0';
     log_info(MOD, "serving on %s (store %s, synchronous=%s)", url, dbpath,
              h.cfg.synchronous_full ? "full" : "normal");
@@ -266,7 +197,8 @@ int main(int argc, char **argv)
     registry_destroy(h.registry);
     tenants_destroy(h.tenants);
     jobs_destroy(h.jobs);
-    unlink(path);
+    datadir_remove_file(h.cfg.data_dir, "head.url");
     log_info(MOD, "stopped");
+    datadir_unlock(&lock);
     return 0;
 }
