@@ -1114,9 +1114,13 @@ void routes_handle(void *app, struct http_req *req, struct http_resp *resp)
         return;
     }
     if (path_is(&c, 1, "readyz")) {
-        bool ready = atomic_load(&c.h->ready);
-        buf_printf(&resp->body, "{\"ready\":%s}", ready ? "true" : "false");
-        reply_json(&c, ready ? 200 : 503);
+        char why[200];
+        if (head_readiness(c.h, why, sizeof why)) {
+            buf_puts(&resp->body, "{\"ready\":true}");
+            reply_json(&c, 200);
+        } else {
+            fail(&c, 503, "unavailable", NULL, "%s", why);
+        }
         return;
     }
     if (c.nparts == 0 || strcmp(c.parts[0], "v1")) {

@@ -54,4 +54,7 @@ int head_fail(struct head *h, uint64_t id, const char *worker, int attempt, cons
 /* Recovery at start: load jobs from the store into memory and the scheduler. */
 int head_recover(struct head *h);
 
+/* Readiness, workers, tenants, results: the rest of what the API may call. */
+#include "head/ops_admin.h"
+
 #endif
