@@ -3,6 +3,7 @@
 #include "api/http.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -50,6 +51,8 @@ struct http_req {
     void (*finish)(void *arg, struct http_resp *resp);
     void *finish_arg;
     atomic_int refs;       /* MHD's one + holders' */
+    void *data;            /* the application's (http_req_set_data) */
+    void (*data_free)(void *data);
     struct http_resp resp;
     pthread_mutex_t lock;  /* stream wake-ups */
     bool stream_suspended;
@@ -70,8 +73,21 @@ void http_req_release(struct http_req *req)
         return;
     resp_fini(&req->resp);
     buf_fini(&req->body);
+    if (req->data_free)
+        req->data_free(req->data);
     pthread_mutex_destroy(&req->lock);
     free(req);
+}
+
+void http_req_set_data(struct http_req *r, void *data, void (*free_fn)(void *data))
+{
+    r->data = data;
+    r->data_free = free_fn;
+}
+
+void *http_req_data(const struct http_req *r)
+{
+    return r->data;
 }
 
 static void count_suspended(struct http_server *srv, int delta)
@@ -295,15 +311,31 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         pthread_mutex_init(&req->lock, NULL);
         resp_init(&req->resp);
         buf_init(&req->body);
-        req->limit = srv->opt.body_limit(srv->opt.app, method, url);
         *con_cls = req;
+        /* Admission (auth, route, limit) before a byte of the body is read. */
+        req->limit = srv->opt.admit(srv->opt.app, req, &req->resp);
+        if (req->limit < 0) {
+            req->handled = true;
+            return send_resp(req);
+        }
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoll(cl, NULL, 10) > req->limit)
-            req->too_large = 1;
+        if (cl) {
+            char *end;
+            errno = 0;
+            long long n = strtoll(cl, &end, 10);
+            if (errno || end == cl || n > req->limit) {
+                req->too_large = 1;
+                return send_too_large(req);
+            }
+        }
         return MHD_YES;
     }
     if (*upload_size) {
+        if (req->sent) { /* answered before the body: drop it */
+            *upload_size = 0;
+            return MHD_YES;
+        }
         if (!req->too_large && req->body.len + *upload_size > (size_t)req->limit)
             req->too_large = 1;
         if (!req->too_large)

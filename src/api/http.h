@@ -5,7 +5,8 @@
  * (it costs no thread and no timeout) until someone fills its response and
  * calls http_resume, from any thread. A streamed body (server-sent events)
  * says HTTP_STREAM_WAIT when it has nothing; its owner calls
- * http_stream_wake when it may. Bodies are bounded; idle clients time out. */
+ * http_stream_wake when it may. Each request is admitted (http_admit_fn) before
+ * its body is read: bodies are bounded per request; idle clients time out. */
 #ifndef GPUQ_API_HTTP_H
 #define GPUQ_API_HTTP_H
 
@@ -40,8 +41,16 @@ struct http_resp {
     int nheaders;
 };
 
-/* Limits the body of a request as soon as its method and path are known. */
-typedef int64_t (*http_body_limit_fn)(void *app, const char *method, const char *url);
+/* Admission: runs once per request as soon as its method, path and headers are
+ * in, before any byte of its body is read. Returns the body limit in bytes
+ * (>= 0) to go on — a larger Content-Length is answered 413 at once — or
+ * HTTP_ADMIT_ANSWERED after filling resp (a 401, 404, 405...): that answer is
+ * sent at once and the body is never read (the connection then closes if a
+ * body was announced). It may attach data to the request (http_req_set_data)
+ * for the handler. */
+#define HTTP_ADMIT_ANSWERED (-1)
+typedef int64_t (*http_admit_fn)(void *app, struct http_req *req, struct http_resp *resp);
+/* The handler runs once the whole body (within its limit) is in. */
 typedef void (*http_handler_fn)(void *app, struct http_req *req, struct http_resp *resp);
 
 struct http_options {
@@ -50,7 +59,7 @@ struct http_options {
     int threads;               /* event-loop threads */
     int max_connections;
     int connection_timeout_s;
-    http_body_limit_fn body_limit;
+    http_admit_fn admit;
     http_handler_fn handler;
     void *app;
 };
@@ -67,6 +76,11 @@ const char *http_path(const struct http_req *r);
 const char *http_header(const struct http_req *r, const char *name);
 const char *http_query(const struct http_req *r, const char *name);
 const char *http_body(const struct http_req *r, size_t *len);
+
+/* The application's per-request data; free_fn(data) runs when the request's
+ * memory goes (after the answer is sent and every holder released it). */
+void http_req_set_data(struct http_req *r, void *data, void (*free_fn)(void *data));
+void *http_req_data(const struct http_req *r);
 
 void http_resp_header(struct http_resp *resp, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

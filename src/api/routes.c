@@ -1,7 +1,10 @@
 /* routes.c: the HTTP API — client, admin and agent routes (docs/api,
- * docs/protocol-worker.md). Parses and authenticates each request, calls the
- * head's operations, renders the answer. Errors always have the shape
- * {"error":{"code","message","field"}}. */
+ * docs/protocol-worker.md). One table lists every route (method, path
+ * pattern, handler, who may call, body kind); 404, 405 with `Allow`, 401 and
+ * 403 follow from it and are answered before a byte of the body is read, with
+ * a body limit that depends on the route and on who calls. Handlers parse,
+ * call the head's operations (head/ops.h — nothing else of the head), and
+ * render the answer. Errors always have the shape {"error":{"code","message","field"}}. */
 #include "api/routes.h"
 
 #include <errno.h>
@@ -18,7 +21,6 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/timer.h"
-#include "head/dispatch.h"
 #include "head/ops.h"
 
 #define MOD "api"
@@ -26,12 +28,18 @@
 #define SSE_KEEPALIVE_S 15
 #define MAX_LIST_WORKERS 4096
 
+struct route;
+
+/* One request, from admission to its handler (the request's data in http.c). */
 struct ctx {
     struct head *h;
     struct http_req *req;
     struct http_resp *resp;
     struct caller who;
     const char *method;
+    const struct route *route;
+    uint64_t id;               /* the {id} of the path, parsed */
+    const char *param;         /* the {name} of the path */
     char *parts[MAX_PATH_PARTS];
     int nparts;
     char pathbuf[512];
@@ -113,12 +121,7 @@ static const char *tenant_name(struct ctx *c, int64_t tenant_id, char *buf, size
 {
     if (c->who.kind == CALLER_TENANT)
         return c->who.tenant.name;
-    struct tenant_rec t;
-    if (tenants_by_id(c->h->tenants, tenant_id, &t))
-        snprintf(buf, size, "%s", t.name);
-    else
-        snprintf(buf, size, "?");
-    return buf;
+    return head_tenant_name(c->h, tenant_id, buf, size);
 }
 
 static void render_job(struct ctx *c, int status, const struct job_rec *j)
@@ -127,15 +130,6 @@ static void render_job(struct ctx *c, int status, const struct job_rec *j)
     buf_reset(&c->resp->body);
     json_render_job(&c->resp->body, j, tenant_name(c, j->tenant_id, name, sizeof name));
     reply_json(c, status);
-}
-
-/* False (403 sent) unless the caller is of this kind. */
-static bool require(struct ctx *c, int kind, const char *why)
-{
-    if ((int)c->who.kind == kind)
-        return true;
-    fail(c, 403, "forbidden", NULL, "%s", why);
-    return false;
 }
 
 /* The tenant scope of a job call: the tenant's own, or any for the admin. */
@@ -165,6 +159,7 @@ struct later {
     int rc;
     bool flag;             /* head_done_fn's flag */
     struct job_rec job;    /* owned */
+    struct admin_answer admin; /* tenant / worker-token adds; its secret wiped at free */
     struct buf body;       /* pre-rendered answer (agent polls) */
 };
 
@@ -180,6 +175,7 @@ static struct later *later_new(struct ctx *c)
 
 static void later_free(struct later *l)
 {
+    memset(l->admin.secret, 0, sizeof l->admin.secret);
     job_rec_free_fields(&l->job);
     buf_fini(&l->body);
     free(l);
@@ -231,8 +227,6 @@ static void submit_finish(void *arg, struct http_resp *resp)
  * waits suspended meanwhile, holding no thread. */
 static void post_job(struct ctx *c)
 {
-    if (!require(c, CALLER_TENANT, "jobs are submitted with a tenant's key"))
-        return;
     size_t len;
     const char *body = http_body(c->req, &len);
     struct job_rec rec;
@@ -248,7 +242,7 @@ static void post_job(struct ctx *c)
         job_rec_free_fields(&rec);
         return;
     }
-    rec.cost_s = dispatcher_estimate_cost(c->h->disp, &rec);
+    rec.cost_s = head_job_cost(c->h, &rec);
     struct later *l = later_new(c);
     http_defer(c->req, submit_finish, l);
     head_submit(c->h, &rec, later_done, l);
@@ -320,8 +314,9 @@ static void long_poll_finish(void *arg, struct http_resp *resp)
     long_poll_unref(p);
 }
 
-static void get_job(struct ctx *c, uint64_t id)
+static void get_job(struct ctx *c)
 {
+    uint64_t id = c->id;
     int64_t tenant;
     long long wait = 0;
     if (!job_scope(c, &tenant) || !query_int(c, "wait", 0, c->h->cfg.max_wait_s, &wait))
@@ -377,8 +372,9 @@ static void change_finish(void *arg, struct http_resp *resp)
 }
 
 /* Cancel: answered once the cancel is stored (the connection waits suspended). */
-static void delete_job(struct ctx *c, uint64_t id)
+static void delete_job(struct ctx *c)
 {
+    uint64_t id = c->id;
     int64_t tenant;
     if (!job_scope(c, &tenant))
         return;
@@ -389,50 +385,41 @@ static void delete_job(struct ctx *c, uint64_t id)
 }
 
 /* Admin: a dead, failed or expired job runs again. */
-static void resubmit_job(struct ctx *c, uint64_t id)
+static void resubmit_job(struct ctx *c)
 {
-    if (!require(c, CALLER_ADMIN, "re-submitting a job needs the admin key"))
-        return;
+    uint64_t id = c->id;
     struct later *l = later_new(c);
     l->id = id;
     http_defer(c->req, change_finish, l);
     head_resubmit(c->h, id, later_done, l);
 }
 
-static void get_result(struct ctx *c, uint64_t id)
+static void get_result(struct ctx *c)
 {
+    uint64_t id = c->id;
     int64_t tenant;
     if (!job_scope(c, &tenant))
         return;
-    struct job_rec j;
-    int rc = head_get(c->h, tenant, id, NULL, &j);
+    struct head_result res;
+    int rc = head_result_read(c->h, tenant, id, &res);
     if (rc) {
         job_answer(c, rc, id, NULL);
         return;
     }
-    enum job_state st = job_rec_state(&j);
-    job_rec_free_fields(&j);
-    if (st != JOB_SUCCEEDED) {
+    if (res.state != JOB_SUCCEEDED) {
         fail(c, 404, "not_found", "result", "job %llu has no result (it is %s)",
-             (unsigned long long)id, job_state_name(st));
+             (unsigned long long)id, job_state_name(res.state));
         return;
     }
-    char type[REC_NAME_MAX];
-    void *data = NULL;
-    size_t len = 0;
-    rc = c->h->store->ops->result_get(c->h->store, id, type, sizeof type, &data, &len);
-    if (rc == GPUQ_ENOENT) {
+    if (!res.kept) {
         fail(c, 404, "not_found", "result", "the result of job %llu is no longer kept",
              (unsigned long long)id);
         return;
     }
-    if (rc) {
-        fail_store(c, rc);
-        return;
-    }
+    const char *type = res.type;
     buf_reset(&c->resp->body);
-    buf_append(&c->resp->body, data, len);
-    free(data);
+    buf_append(&c->resp->body, res.data, res.len);
+    free(res.data);
     c->resp->status = 200;
     /* The agent's declared type, from a fixed set; anything else is served as bytes. */
     static const char *const types[] = {"image/png", "image/jpeg", "image/webp", "video/mp4",
@@ -561,8 +548,9 @@ static void sse_free(void *arg)
     sse_unref(s);
 }
 
-static void get_events(struct ctx *c, uint64_t id)
+static void get_events(struct ctx *c)
 {
+    uint64_t id = c->id;
     int64_t tenant;
     if (!job_scope(c, &tenant))
         return;
@@ -621,7 +609,7 @@ static void list_jobs(struct ctx *c)
             fail(c, 400, "missing_field", "tenant", "tenant: the admin must name a tenant");
             return;
         }
-        if (!tenants_by_name(c->h->tenants, name, &t)) {
+        if (!head_tenant_by_name(c->h, name, &t)) {
             fail(c, 404, "not_found", "tenant", "no tenant '%.64s'", name);
             return;
         }
@@ -656,7 +644,7 @@ static void list_jobs(struct ctx *c)
     buf_reset(out);
     buf_puts(out, "{\"jobs\":[");
     struct list_ctx l = {out, 0, 0, t.name};
-    int rc = c->h->store->ops->job_list(c->h->store, &f, list_row, &l);
+    int rc = head_jobs_list(c->h, &f, list_row, &l);
     if (rc) {
         fail_store(c, rc);
         return;
@@ -670,72 +658,57 @@ static void list_jobs(struct ctx *c)
 
 /* ---- admin routes ---- */
 
-static bool require_admin(struct ctx *c)
+/* head_admin_done_fn: keep the answer (secret included, wiped at free), wake the connection. */
+static void admin_done(void *arg, const struct admin_answer *a)
 {
-    return require(c, CALLER_ADMIN, "this call needs the admin key");
+    struct later *l = arg;
+    l->admin = *a;
+    l->rc = a->rc;
+    http_resume(l->req);
 }
 
-struct tenant_op {
-    struct commit_op op;
-    struct tenant_rec t;
-    struct token_rec tok;
-    bool is_token;
-};
-
-static int tenant_op_apply(struct store *s, struct commit_op *op)
+static void post_tenant_finish(void *arg, struct http_resp *resp)
 {
-    struct tenant_op *o = (struct tenant_op *)op;
-    return o->is_token ? s->ops->token_insert(s, &o->tok) : s->ops->tenant_insert(s, &o->t);
+    struct later *l = arg;
+    struct ctx c;
+    later_ctx(l, resp, &c);
+    const struct tenant_rec *t = &l->admin.tenant;
+    if (l->rc == GPUQ_EEXIST) {
+        fail(&c, 409, "conflict", "name", "name: tenant '%s' exists", t->name);
+    } else if (l->rc) {
+        fail_store(&c, l->rc);
+    } else {
+        struct buf *out = &resp->body;
+        buf_puts(out, "{\"name\":");
+        json_put_string(out, t->name);
+        buf_printf(out, ",\"tier\":\"%s\",\"key\":\"%s\",\"created_ms\":%lld}",
+                   job_tier_name(t->tier), l->admin.secret, (long long)t->created_ms);
+        reply_json(&c, 201);
+    }
+    later_free(l);
 }
 
+/* The answer waits, suspended, until the tenant is durable (no thread waits on the fsync). */
 static void post_tenant(struct ctx *c)
 {
-    if (!require_admin(c))
-        return;
     size_t len;
     const char *body = http_body(c->req, &len);
-    struct tenant_op o = {.op.apply = tenant_op_apply};
+    char name[REC_NAME_MAX];
+    enum job_tier tier;
     struct api_error err;
-    if (json_parse_tenant(body, len, o.t.name, sizeof o.t.name, &o.t.tier, &err)) {
+    if (json_parse_tenant(body, len, name, sizeof name, &tier, &err)) {
         fail_api(c, &err);
         return;
     }
-    if (tenants_by_name(c->h->tenants, o.t.name, NULL)) {
-        fail(c, 409, "conflict", "name", "name: tenant '%s' exists", o.t.name);
-        return;
-    }
-    char key[64];
-    if (token_random("gq_", key, sizeof key)) {
-        fail(c, 500, "internal", NULL, "no randomness available");
-        return;
-    }
-    token_hash(key, o.t.key_hash);
-    o.t.created_ms = clock_wall_ms();
-    int rc = committer_run(c->h->committer, &o.op);
-    if (rc == GPUQ_EEXIST) {
-        fail(c, 409, "conflict", "name", "name: tenant '%s' exists", o.t.name);
-        return;
-    }
-    if (rc) {
-        fail_store(c, rc);
-        return;
-    }
-    tenants_add(c->h->tenants, &o.t);
-    log_info(MOD, "tenant '%s' (%s) created", o.t.name, job_tier_name(o.t.tier));
-    struct buf *out = &c->resp->body;
-    buf_puts(out, "{\"name\":");
-    json_put_string(out, o.t.name);
-    buf_printf(out, ",\"tier\":\"%s\",\"key\":\"%s\",\"created_ms\":%lld}",
-               job_tier_name(o.t.tier), key, (long long)o.t.created_ms);
-    reply_json(c, 201);
+    struct later *l = later_new(c);
+    http_defer(c->req, post_tenant_finish, l);
+    head_tenant_add(c->h, name, tier, admin_done, l);
 }
 
 static void list_tenants(struct ctx *c)
 {
-    if (!require_admin(c))
-        return;
-    struct tenant_rec *v = xcalloc(4096, sizeof *v);
-    int n = tenants_list(c->h->tenants, v, 4096);
+    struct tenant_rec *v;
+    int n = head_tenants_list(c->h, &v);
     struct buf *out = &c->resp->body;
     buf_puts(out, "{\"tenants\":[");
     for (int i = 0; i < n; i++) {
@@ -749,46 +722,42 @@ static void list_tenants(struct ctx *c)
     reply_json(c, 200);
 }
 
+static void post_worker_token_finish(void *arg, struct http_resp *resp)
+{
+    struct later *l = arg;
+    struct ctx c;
+    later_ctx(l, resp, &c);
+    if (l->rc) {
+        fail_store(&c, l->rc);
+    } else {
+        struct buf *out = &resp->body;
+        buf_puts(out, "{\"name\":");
+        json_put_string(out, l->admin.token.name);
+        buf_printf(out, ",\"token\":\"%s\"}", l->admin.secret);
+        reply_json(&c, 201);
+    }
+    later_free(l);
+}
+
 static void post_worker_token(struct ctx *c)
 {
-    if (!require_admin(c))
-        return;
     size_t len;
     const char *body = http_body(c->req, &len);
-    struct tenant_op o = {.op.apply = tenant_op_apply, .is_token = true};
+    char name[REC_NAME_MAX];
     struct api_error err;
-    if (json_parse_token(body, len, o.tok.name, sizeof o.tok.name, &err)) {
+    if (json_parse_token(body, len, name, sizeof name, &err)) {
         fail_api(c, &err);
         return;
     }
-    char token[64];
-    if (token_random("gw_", token, sizeof token)) {
-        fail(c, 500, "internal", NULL, "no randomness available");
-        return;
-    }
-    token_hash(token, o.tok.token_hash);
-    o.tok.created_ms = clock_wall_ms();
-    int rc = committer_run(c->h->committer, &o.op);
-    if (rc) {
-        fail_store(c, rc);
-        return;
-    }
-    tenants_add_token(c->h->tenants, &o.tok);
-    struct buf *out = &c->resp->body;
-    buf_puts(out, "{\"name\":");
-    json_put_string(out, o.tok.name);
-    buf_printf(out, ",\"token\":\"%s\"}", token);
-    reply_json(c, 201);
+    struct later *l = later_new(c);
+    http_defer(c->req, post_worker_token_finish, l);
+    head_worker_token_add(c->h, name, admin_done, l);
 }
 
 static void list_workers(struct ctx *c)
 {
-    if (c->who.kind != CALLER_ADMIN && c->who.kind != CALLER_TENANT) {
-        fail(c, 403, "forbidden", NULL, "this key cannot list workers");
-        return;
-    }
-    struct worker_rec *v = xcalloc(MAX_LIST_WORKERS, sizeof *v);
-    int n = registry_list(c->h->registry, v, MAX_LIST_WORKERS);
+    struct worker_rec *v;
+    int n = head_workers_list(c->h, &v);
     int64_t now = clock_mono_ns();
     struct buf *out = &c->resp->body;
     buf_puts(out, "{\"workers\":[");
@@ -802,16 +771,13 @@ static void list_workers(struct ctx *c)
     reply_json(c, 200);
 }
 
-static void drain_worker(struct ctx *c, const char *id)
+static void drain_worker(struct ctx *c)
 {
-    if (!require_admin(c))
-        return;
-    if (registry_request_drain(c->h->registry, id)) {
+    const char *id = c->param;
+    if (head_worker_drain(c->h, id)) {
         fail(c, 404, "not_found", "id", "no worker '%.64s'", id);
         return;
     }
-    dispatcher_worker_update(c->h->disp, id);
-    log_info(MOD, "worker %s: drain requested", id);
     buf_printf(&c->resp->body, "{\"worker_id\":");
     json_put_string(&c->resp->body, id);
     buf_puts(&c->resp->body, ",\"drain_requested\":true}");
@@ -819,7 +785,6 @@ static void drain_worker(struct ctx *c, const char *id)
 }
 
 /* ---- agent routes ---- */
-
 
 static void agent_register(struct ctx *c)
 {
@@ -833,8 +798,6 @@ static void agent_register(struct ctx *c)
         return;
     }
     head_worker_register(c->h, w);
-    log_info(MOD, "worker %s registered (host %s, gpu %d %s, %lld MB)", w->id, w->host,
-             w->gpu_index, w->gpu_name, (long long)w->tel.vram_total_mb);
     buf_puts(&c->resp->body, "{\"worker_id\":");
     json_put_string(&c->resp->body, w->id);
     buf_printf(&c->resp->body, ",\"heartbeat_ms\":%d,\"ttl_ms\":%d}", c->h->cfg.heartbeat_ms,
@@ -890,7 +853,12 @@ static void poll_answer(void *arg, int rc, struct job_rec *rec)
 static void poll_finish(void *arg, struct http_resp *resp)
 {
     struct later *l = arg;
-    if (l->rc) {
+    if (l->rc == GPUQ_ENOENT) {
+        struct ctx c;
+        later_ctx(l, resp, &c);
+        fail(&c, 404, "not_found", "worker_id", "worker '%.64s' is not registered",
+             http_query(l->req, "worker_id"));
+    } else if (l->rc) {
         resp->status = 204;
     } else {
         struct buf t = resp->body;
@@ -912,14 +880,13 @@ static void agent_assignments(struct ctx *c)
     }
     if (!query_int(c, "wait", 0, 60, &wait))
         return;
-    struct worker_rec w;
-    if (registry_get(c->h->registry, worker, &w)) {
-        fail(c, 404, "not_found", "worker_id", "worker '%.64s' is not registered", worker);
-        return;
-    }
     struct later *l = later_new(c);
     http_defer(c->req, poll_finish, l);
-    dispatcher_poll(c->h->disp, worker, clock_mono_ns() + wait * NS_PER_S, poll_answer, l);
+    int rc = head_worker_poll(c->h, worker, clock_mono_ns() + wait * NS_PER_S, poll_answer, l);
+    if (rc) { /* not registered: answer was not called */
+        l->rc = rc;
+        http_resume(c->req);
+    }
 }
 
 static void fenced_error(struct ctx *c, int rc, uint64_t id)
@@ -934,8 +901,9 @@ static void fenced_error(struct ctx *c, int rc, uint64_t id)
         fail_store(c, rc);
 }
 
-static void agent_progress(struct ctx *c, uint64_t id)
+static void agent_progress(struct ctx *c)
 {
+    uint64_t id = c->id;
     size_t len;
     const char *body = http_body(c->req, &len);
     struct agent_msg m;
@@ -967,8 +935,9 @@ static void complete_finish(void *arg, struct http_resp *resp)
     later_free(l);
 }
 
-static void agent_complete(struct ctx *c, uint64_t id)
+static void agent_complete(struct ctx *c)
 {
+    uint64_t id = c->id;
     const char *worker = http_query(c->req, "worker_id");
     long long attempt = 0, load_ms = 0, run_ms = 0;
     if (!worker || !*worker || strlen(worker) >= SCHED_NAME_MAX) {
@@ -1011,8 +980,9 @@ static void fail_finish(void *arg, struct http_resp *resp)
     later_free(l);
 }
 
-static void agent_fail(struct ctx *c, uint64_t id)
+static void agent_fail(struct ctx *c)
 {
+    uint64_t id = c->id;
     size_t len;
     const char *body = http_body(c->req, &len);
     struct agent_msg m;
@@ -1037,78 +1007,134 @@ static void agent_deregister(struct ctx *c)
         fail_api(c, &err);
         return;
     }
-    if (registry_remove(c->h->registry, m.worker_id)) {
+    if (head_worker_deregister(c->h, m.worker_id)) {
         fail(c, 404, "not_found", "worker_id", "worker '%s' is not registered", m.worker_id);
         return;
     }
-    dispatcher_worker_remove(c->h->disp, m.worker_id);
-    log_info(MOD, "worker %s deregistered", m.worker_id);
     buf_puts(&c->resp->body, "{\"ok\":true}");
     reply_json(c, 200);
 }
 
-/* ---- routing ---- */
+/* ---- health ---- */
 
-static bool is(struct ctx *c, const char *method, int nparts, ...)
+static void get_healthz(struct ctx *c)
 {
-    if (c->nparts != nparts)
-        return false;
-    va_list ap;
-    va_start(ap, nparts);
-    bool match = true;
-    for (int i = 0; i < nparts && match; i++) {
-        const char *p = va_arg(ap, const char *);
-        if (p && strcmp(p, c->parts[i]))
-            match = false;
-    }
-    va_end(ap);
-    if (match && strcmp(c->method, method)) {
-        /* Path matched with another method: remember for 405. */
-        return false;
-    }
-    return match;
+    buf_puts(&c->resp->body, "{\"ok\":true}");
+    reply_json(c, 200);
 }
 
-static bool path_is(struct ctx *c, int nparts, ...)
+static void get_readyz(struct ctx *c)
 {
-    if (c->nparts != nparts)
-        return false;
-    va_list ap;
-    va_start(ap, nparts);
-    bool match = true;
-    for (int i = 0; i < nparts && match; i++) {
-        const char *p = va_arg(ap, const char *);
-        if (p && strcmp(p, c->parts[i]))
-            match = false;
+    char why[200];
+    if (head_readiness(c->h, why, sizeof why)) {
+        buf_puts(&c->resp->body, "{\"ready\":true}");
+        reply_json(c, 200);
+    } else {
+        fail(c, 503, "unavailable", NULL, "%s", why);
     }
-    va_end(ap);
-    return match;
 }
 
-static void route_agent(struct ctx *c)
+/* ---- the route table ---- */
+
+/* Who may call a route: a set of caller kinds. */
+#define ANYONE (1u << CALLER_NONE | 1u << CALLER_TENANT | 1u << CALLER_ADMIN | 1u << CALLER_WORKER)
+#define TENANT (1u << CALLER_TENANT)
+#define ADMIN (1u << CALLER_ADMIN)
+#define WORKER (1u << CALLER_WORKER)
+
+/* The body a route reads: none (a stray small one is tolerated and ignored),
+ * a JSON document (max_body_bytes), or a job's output (max_result_bytes). */
+enum body_kind { BODY_NONE, BODY_JSON, BODY_RESULT };
+#define BODY_NONE_LIMIT 1024
+
+/* A route. Invariant: (method, path) pairs are unique; a path segment "{id}"
+ * matches a job id (parsed into ctx.id, 400 when malformed), "{name}" any
+ * one segment (ctx.param); denied is the 403 message for a caller of another kind. */
+struct route {
+    const char *method;
+    const char *path;
+    void (*handler)(struct ctx *c);
+    unsigned callers;
+    enum body_kind body;
+    const char *denied;
+};
+
+static const struct route routes[] = {
+    {"GET", "/healthz", get_healthz, ANYONE, BODY_NONE, NULL},
+    {"GET", "/readyz", get_readyz, ANYONE, BODY_NONE, NULL},
+    /* client */
+    {"POST", "/v1/jobs", post_job, TENANT, BODY_JSON, "jobs are submitted with a tenant's key"},
+    {"GET", "/v1/jobs", list_jobs, TENANT | ADMIN, BODY_NONE, "this key cannot list jobs"},
+    {"GET", "/v1/jobs/{id}", get_job, TENANT | ADMIN, BODY_NONE,
+     "this key cannot use the jobs API"},
+    {"DELETE", "/v1/jobs/{id}", delete_job, TENANT | ADMIN, BODY_NONE,
+     "this key cannot use the jobs API"},
+    {"GET", "/v1/jobs/{id}/events", get_events, TENANT | ADMIN, BODY_NONE,
+     "this key cannot use the jobs API"},
+    {"GET", "/v1/jobs/{id}/result", get_result, TENANT | ADMIN, BODY_NONE,
+     "this key cannot use the jobs API"},
+    {"POST", "/v1/jobs/{id}/resubmit", resubmit_job, ADMIN, BODY_NONE,
+     "re-submitting a job needs the admin key"},
+    /* admin */
+    {"POST", "/v1/tenants", post_tenant, ADMIN, BODY_JSON, "this call needs the admin key"},
+    {"GET", "/v1/tenants", list_tenants, ADMIN, BODY_NONE, "this call needs the admin key"},
+    {"POST", "/v1/worker-tokens", post_worker_token, ADMIN, BODY_JSON,
+     "this call needs the admin key"},
+    {"GET", "/v1/workers", list_workers, TENANT | ADMIN, BODY_NONE,
+     "this key cannot list workers"},
+    {"POST", "/v1/workers/{name}/drain", drain_worker, ADMIN, BODY_NONE,
+     "this call needs the admin key"},
+    /* agents (docs/protocol-worker.md) */
+    {"POST", "/v1/agent/register", agent_register, WORKER, BODY_JSON,
+     "agent calls need a worker token"},
+    {"POST", "/v1/agent/heartbeat", agent_heartbeat, WORKER, BODY_JSON,
+     "agent calls need a worker token"},
+    {"GET", "/v1/agent/assignments", agent_assignments, WORKER, BODY_NONE,
+     "agent calls need a worker token"},
+    {"POST", "/v1/agent/deregister", agent_deregister, WORKER, BODY_JSON,
+     "agent calls need a worker token"},
+    {"POST", "/v1/agent/jobs/{id}/progress", agent_progress, WORKER, BODY_JSON,
+     "agent calls need a worker token"},
+    {"POST", "/v1/agent/jobs/{id}/complete", agent_complete, WORKER, BODY_RESULT,
+     "agent calls need a worker token"},
+    {"POST", "/v1/agent/jobs/{id}/fail", agent_fail, WORKER, BODY_JSON,
+     "agent calls need a worker token"},
+};
+#define NROUTES (sizeof routes / sizeof routes[0])
+
+/* True when the route's path pattern matches the request's segments. */
+static bool path_matches(const struct route *r, const struct ctx *c)
 {
-    if (!require(c, CALLER_WORKER, "agent calls need a worker token"))
-        return;
-    uint64_t id;
-    if (is(c, "POST", 3, "v1", "agent", "register"))
-        agent_register(c);
-    else if (is(c, "POST", 3, "v1", "agent", "heartbeat"))
-        agent_heartbeat(c);
-    else if (is(c, "GET", 3, "v1", "agent", "assignments"))
-        agent_assignments(c);
-    else if (is(c, "POST", 3, "v1", "agent", "deregister"))
-        agent_deregister(c);
-    else if (is(c, "POST", 5, "v1", "agent", "jobs", NULL, "progress")) {
-        if (parse_id(c, c->parts[3], &id))
-            agent_progress(c, id);
-    } else if (is(c, "POST", 5, "v1", "agent", "jobs", NULL, "complete")) {
-        if (parse_id(c, c->parts[3], &id))
-            agent_complete(c, id);
-    } else if (is(c, "POST", 5, "v1", "agent", "jobs", NULL, "fail")) {
-        if (parse_id(c, c->parts[3], &id))
-            agent_fail(c, id);
-    } else
-        fail(c, 404, "not_found", "path", "no such agent route");
+    const char *p = r->path;
+    for (int i = 0; i < c->nparts; i++) {
+        if (*p != '/')
+            return false;
+        p++;
+        size_t n = strcspn(p, "/");
+        if (!(p[0] == '{' && p[n - 1] == '}') &&
+            (strncmp(p, c->parts[i], n) != 0 || c->parts[i][n] != '\0'))
+            return false;
+        p += n;
+    }
+    return *p == '\0';
+}
+
+/* Fills ctx.id / ctx.param from the matched route's placeholders; false (400 sent) if bad. */
+static bool bind_params(struct ctx *c)
+{
+    const char *p = c->route->path;
+    for (int i = 0; i < c->nparts; i++) {
+        p++;
+        size_t n = strcspn(p, "/");
+        if (!strncmp(p, "{id}", n) && n == 4) {
+            if (!parse_id(c, c->parts[i], &c->id))
+                return false;
+        } else if (!strncmp(p, "{name}", n) && n == 6) {
+            c->param = c->parts[i];
+        }
+        p += n;
+    }
+    return true;
 }
 
 static bool split_path(struct ctx *c, const char *url)
@@ -1133,85 +1159,94 @@ static const char *bearer(struct http_req *req)
     return auth + 7;
 }
 
-void routes_handle(void *app, struct http_req *req, struct http_resp *resp)
+/* Finds the route; false after answering 404, or 405 with the Allow header. */
+static bool find_route(struct ctx *c)
 {
-    struct ctx c = {.h = app, .req = req, .resp = resp, .method = http_method(req)};
-    if (!split_path(&c, http_path(req))) {
-        fail(&c, 404, "not_found", "path", "no such route");
-        return;
+    char allow[128] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < NROUTES; i++) {
+        if (!path_matches(&routes[i], c))
+            continue;
+        if (!strcmp(routes[i].method, c->method)) {
+            c->route = &routes[i];
+            return true;
+        }
+        used += (size_t)snprintf(allow + used, sizeof allow - used, "%s%s", used ? ", " : "",
+                                 routes[i].method);
+        if (used >= sizeof allow)
+            used = sizeof allow - 1;
     }
-    if (path_is(&c, 1, "healthz")) {
-        buf_puts(&resp->body, "{\"ok\":true}");
-        reply_json(&c, 200);
-        return;
+    if (!used) {
+        fail(c, 404, "not_found", "path", "no such route");
+        return false;
     }
-    if (path_is(&c, 1, "readyz")) {
-        bool ready = atomic_load(&c.h->ready);
-        buf_printf(&resp->body, "{\"ready\":%s}", ready ? "true" : "false");
-        reply_json(&c, ready ? 200 : 503);
-        return;
-    }
-    if (c.nparts == 0 || strcmp(c.parts[0], "v1")) {
-        fail(&c, 404, "not_found", "path", "no such route");
-        return;
-    }
-    if (atomic_load(&c.h->stopping)) {
-        fail(&c, 503, "unavailable", NULL, "the head is shutting down");
-        return;
-    }
-    head_authenticate(c.h, bearer(req), &c.who);
-    if (c.who.kind == CALLER_NONE) {
-        fail(&c, 401, "unauthorized", "Authorization",
-             "Authorization: a valid 'Bearer <key>' is required");
-        return;
-    }
-    if (c.nparts >= 2 && !strcmp(c.parts[1], "agent")) {
-        route_agent(&c);
-        return;
-    }
-    uint64_t id;
-    if (is(&c, "POST", 2, "v1", "jobs"))
-        post_job(&c);
-    else if (is(&c, "GET", 2, "v1", "jobs"))
-        list_jobs(&c);
-    else if (is(&c, "GET", 3, "v1", "jobs", NULL)) {
-        if (parse_id(&c, c.parts[2], &id))
-            get_job(&c, id);
-    } else if (is(&c, "DELETE", 3, "v1", "jobs", NULL)) {
-        if (parse_id(&c, c.parts[2], &id))
-            delete_job(&c, id);
-    } else if (is(&c, "GET", 4, "v1", "jobs", NULL, "events")) {
-        if (parse_id(&c, c.parts[2], &id))
-            get_events(&c, id);
-    } else if (is(&c, "GET", 4, "v1", "jobs", NULL, "result")) {
-        if (parse_id(&c, c.parts[2], &id))
-            get_result(&c, id);
-    } else if (is(&c, "POST", 4, "v1", "jobs", NULL, "resubmit")) {
-        if (parse_id(&c, c.parts[2], &id))
-            resubmit_job(&c, id);
-    } else if (is(&c, "POST", 2, "v1", "tenants"))
-        post_tenant(&c);
-    else if (is(&c, "GET", 2, "v1", "tenants"))
-        list_tenants(&c);
-    else if (is(&c, "POST", 2, "v1", "worker-tokens"))
-        post_worker_token(&c);
-    else if (is(&c, "GET", 2, "v1", "workers"))
-        list_workers(&c);
-    else if (is(&c, "POST", 4, "v1", "workers", NULL, "drain"))
-        drain_worker(&c, c.parts[2]);
-    else if (path_is(&c, 2, "v1", "jobs") || path_is(&c, 3, "v1", "jobs", NULL) ||
-             path_is(&c, 4, "v1", "jobs", NULL, NULL) || path_is(&c, 2, "v1", "tenants") ||
-             path_is(&c, 2, "v1", "worker-tokens") || path_is(&c, 2, "v1", "workers"))
-        fail(&c, 405, "method_not_allowed", "method", "method %s not allowed here", c.method);
-    else
-        fail(&c, 404, "not_found", "path", "no such route");
+    fail(c, 405, "method_not_allowed", "method", "method %.16s not allowed here; allowed: %s",
+         c->method, allow);
+    http_resp_header(c->resp, "Allow", "%s", allow);
+    return false;
 }
 
-int64_t routes_body_limit(void *app, const char *method, const char *url)
+static int64_t body_limit(const struct ctx *c)
 {
-    struct head *h = app;
-    (void)method;
-    if (!strncmp(url, "/v1/agent/jobs/", 15) && strstr(url, "/complete"))
-        return h->cfg.max_result_bytes;
-    return h->cfg.max_body_bytes;
+    const struct head_config *cfg = &c->h->cfg;
+    switch (c->route->body) {
+    case BODY_RESULT:
+        /* Only an authenticated agent may send an output's size. */
+        return c->who.kind == CALLER_WORKER ? cfg->max_result_bytes : cfg->max_body_bytes;
+    case BODY_JSON:
+        return c->who.kind == CALLER_NONE ? BODY_NONE_LIMIT : cfg->max_body_bytes;
+    case BODY_NONE:
+    default:
+        return BODY_NONE_LIMIT;
+    }
+}
+
+static void ctx_free(void *arg)
+{
+    free(arg);
+}
+
+/* http_admit_fn: route, authenticate and bound the body before it is read. */
+int64_t routes_admit(void *app, struct http_req *req, struct http_resp *resp)
+{
+    struct ctx *c = xcalloc(1, sizeof *c);
+    c->h = app;
+    c->req = req;
+    c->resp = resp;
+    c->method = http_method(req);
+    http_req_set_data(req, c, ctx_free);
+    if (!split_path(c, http_path(req))) {
+        fail(c, 404, "not_found", "path", "no such route");
+        return HTTP_ADMIT_ANSWERED;
+    }
+    if (!find_route(c))
+        return HTTP_ADMIT_ANSWERED;
+    if (c->route->callers != ANYONE) {
+        if (atomic_load(&c->h->stopping)) {
+            fail(c, 503, "unavailable", NULL, "the head is shutting down");
+            return HTTP_ADMIT_ANSWERED;
+        }
+        head_authenticate(c->h, bearer(req), &c->who);
+        if (c->who.kind == CALLER_NONE) {
+            fail(c, 401, "unauthorized", "Authorization",
+                 "Authorization: a valid 'Bearer <key>' is required");
+            return HTTP_ADMIT_ANSWERED;
+        }
+        if (!(c->route->callers & (1u << c->who.kind))) {
+            fail(c, 403, "forbidden", NULL, "%s", c->route->denied);
+            return HTTP_ADMIT_ANSWERED;
+        }
+    }
+    if (!bind_params(c))
+        return HTTP_ADMIT_ANSWERED;
+    return body_limit(c);
+}
+
+/* http_handler_fn: the admitted request, its body in. */
+void routes_handle(void *app, struct http_req *req, struct http_resp *resp)
+{
+    (void)app;
+    struct ctx *c = http_req_data(req);
+    c->resp = resp;
+    c->route->handler(c);
 }

@@ -9,6 +9,7 @@
  * memory and the commit queue under the table lock, waiters woken and callers
  * answered once the commit is done. No function here waits for an fsync. */
 #include "head/ops.h"
+#include "head/ops_admin.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -724,6 +725,8 @@ void head_worker_register(struct head *h, const struct worker_rec *w)
 {
     bool restarted = false;
     registry_register(h->registry, w, clock_mono_ns(), &restarted);
+    log_info(MOD, "worker %s registered (host %s, gpu %d %s, %lld MB)", w->id, w->host,
+             w->gpu_index, w->gpu_name, (long long)w->tel.vram_total_mb);
     learn_served(h, w);
     if (restarted) {
         /* A new incarnation (the agent restarted): whatever the old one ran is gone. */

@@ -68,15 +68,15 @@ void head_complete(struct head *h, uint64_t id, const char *worker, int attempt,
 void head_fail(struct head *h, uint64_t id, const char *worker, int attempt, const char *cls,
                const char *message, head_done_fn done, void *arg);
 
-/* Workers. Registration: a known worker id with a new incarnation loses (and
- * re-queues) what the earlier one ran; its pairs join the catalog. */
-void head_worker_register(struct head *h, const struct worker_rec *w);
-/* Heartbeat: reconciles its running list (renew, lost, stale → cancel), then
- * the registry; ENOENT for an unknown worker. */
-int head_worker_heartbeat(struct head *h, const struct worker_rec *hb, bool *drain,
-                          struct reg_attempt *cancels, int *ncancels);
+/* head_worker_register and head_worker_heartbeat (ops_admin.h) are defined in
+ * head.c: registration with a new incarnation loses (re-queues) what the
+ * earlier one ran and adds the worker's pairs to the catalog; a heartbeat's
+ * running list is reconciled (renew, lost, stale → cancel). */
 
 /* Recovery at start: load jobs from the store into memory and the scheduler. */
 int head_recover(struct head *h);
+
+/* Readiness, workers, tenants, results: the rest of what the API may call. */
+#include "head/ops_admin.h"
 
 #endif

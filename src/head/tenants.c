@@ -55,6 +55,22 @@ void tenants_add_token(struct tenants *t, const struct token_rec *rec)
     pthread_rwlock_unlock(&t->lock);
 }
 
+static void load_tenant(void *arg, const struct tenant_rec *rec)
+{
+    tenants_add(arg, rec);
+}
+
+static void load_token(void *arg, const struct token_rec *rec)
+{
+    tenants_add_token(arg, rec);
+}
+
+int tenants_load(struct tenants *t, struct store *s)
+{
+    int rc = s->ops->load_tenants(s, load_tenant, t);
+    return rc ? rc : s->ops->load_tokens(s, load_token, t);
+}
+
 /* Finds a tenant by a predicate; copies it out. */
 static bool find(struct tenants *t, bool (*match)(const struct tenant_rec *, const void *),
                  const void *arg, struct tenant_rec *out)

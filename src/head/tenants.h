@@ -8,11 +8,14 @@
 #include <stdbool.h>
 
 #include "store/records.h"
+#include "store/store.h"
 
 struct tenants;
 
 struct tenants *tenants_create(void);
 void tenants_destroy(struct tenants *t);
+/* Adds every tenant and worker token the store holds (at start). 0 or the store's error. */
+int tenants_load(struct tenants *t, struct store *s);
 void tenants_add(struct tenants *t, const struct tenant_rec *rec);
 void tenants_add_token(struct tenants *t, const struct token_rec *rec);
 /* By key hash; copies the tenant into out. */

@@ -2,9 +2,12 @@
 #include "store/committer.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "common/alloc.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
 
@@ -19,8 +22,45 @@ struct committer {
     bool idle;             /* the thread waits on work */
     struct commit_op *head, *tail;
     bool stopping;
-    struct committer_stats stats;
+    struct committer_stats stats; /* under lock, but for healthy: read from `healthy` */
+    atomic_bool healthy;          /* false from a failed batch or probe to the next success */
 };
+
+/* Records the outcome of a batch or probe; logs the transitions only. */
+static void set_health(struct committer *c, int err)
+{
+    int64_t now = clock_mono_ns();
+    pthread_mutex_lock(&c->lock);
+    bool was = c->stats.healthy;
+    int64_t since = c->stats.unhealthy_since_ns;
+    if (err) {
+        c->stats.failed_batches++;
+        if (was) {
+            c->stats.healthy = false;
+            c->stats.last_error = err;
+            c->stats.unhealthy_since_ns = now;
+        }
+    } else if (!was) {
+        c->stats.healthy = true;
+        c->stats.last_error = 0;
+        c->stats.unhealthy_since_ns = 0;
+    }
+    atomic_store(&c->healthy, c->stats.healthy);
+    pthread_mutex_unlock(&c->lock);
+    if (err && was)
+        log_error(MOD, "the store cannot write (%s): not ready; probing every %d ms",
+                  gpuq_strerror(err), COMMITTER_PROBE_MS);
+    else if (!err && !was)
+        log_info(MOD, "the store writes again after %lld ms: ready",
+                 (long long)((now - since) / NS_PER_MS));
+}
+
+/* The probe's one write: the results row of job 0, which no job has. */
+static int probe_apply(struct store *s, struct commit_op *op)
+{
+    (void)op;
+    return s->ops->result_put(s, 0, "application/x-gpuq-probe", "", 0);
+}
 
 /* Applies the batch in one transaction. Returns 0 when every op applied. */
 static int apply_all(struct committer *c, struct commit_op *batch, bool savepoints)
@@ -69,6 +109,7 @@ static void run_batch(struct committer *c, struct commit_op *batch, int n)
     pthread_mutex_unlock(&c->lock);
     if (err)
         log_warn(MOD, "batch of %d operations failed: %s", n, gpuq_strerror(err));
+    set_health(c, err);
     struct commit_op *next;
     for (struct commit_op *op = batch; op; op = next) {
         next = op->next;
@@ -87,15 +128,56 @@ static void run_batch(struct committer *c, struct commit_op *batch, int n)
     }
 }
 
+/* Runs the probe transaction (lock not held). */
+static void probe(struct committer *c)
+{
+    struct commit_op op = {.apply = probe_apply};
+    int err = apply_all(c, &op, false);
+    pthread_mutex_lock(&c->lock);
+    c->stats.probes++;
+    pthread_mutex_unlock(&c->lock);
+    set_health(c, err);
+}
+
+/* Waits for work, lock held. False when it is time to probe instead. */
+static bool wait_for_work(struct committer *c)
+{
+    struct timespec until;
+    bool timed = false;
+    while (!c->head && !c->stopping) {
+        c->idle = true;
+        if (c->stats.healthy) {
+            pthread_cond_wait(&c->work, &c->lock);
+            timed = false;
+        } else {
+            if (!timed) {
+                clock_gettime(CLOCK_MONOTONIC, &until);
+                int64_t ns = until.tv_nsec + (int64_t)COMMITTER_PROBE_MS * NS_PER_MS;
+                until.tv_sec += ns / NS_PER_S;
+                until.tv_nsec = ns % NS_PER_S;
+                timed = true;
+            }
+            if (pthread_cond_timedwait(&c->work, &c->lock, &until) != 0 && !c->head &&
+                !c->stopping) {
+                c->idle = false;
+                return false;
+            }
+        }
+        c->idle = false;
+    }
+    return true;
+}
+
 static void *committer_main(void *arg)
 {
     struct committer *c = arg;
     pthread_mutex_lock(&c->lock);
     for (;;) {
-        while (!c->head && !c->stopping) {
-            c->idle = true;
-            pthread_cond_wait(&c->work, &c->lock);
-            c->idle = false;
+        if (!wait_for_work(c)) {
+            pthread_mutex_unlock(&c->lock);
+            probe(c);
+            pthread_mutex_lock(&c->lock);
+            continue;
         }
         if (!c->head && c->stopping)
             break;
@@ -121,8 +203,14 @@ struct committer *committer_create(struct store *s)
 {
     struct committer *c = xcalloc(1, sizeof *c);
     c->store = s;
+    c->stats.healthy = true;
+    atomic_init(&c->healthy, true);
     pthread_mutex_init(&c->lock, NULL);
-    pthread_cond_init(&c->work, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->work, &ca);
+    pthread_condattr_destroy(&ca);
     if (pthread_create(&c->thread, NULL, committer_main, c) != 0) {
         log_error(MOD, "cannot start the committer thread");
         abort();
@@ -187,4 +275,9 @@ void committer_get_stats(struct committer *c, struct committer_stats *out)
     pthread_mutex_lock(&c->lock);
     *out = c->stats;
     pthread_mutex_unlock(&c->lock);
+}
+
+bool committer_healthy(struct committer *c)
+{
+    return atomic_load(&c->healthy);
 }

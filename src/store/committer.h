@@ -5,12 +5,21 @@
  * shrink. A 2xx that depends on an operation is sent only after it returns 0.
  *
  * An operation whose apply fails is undone alone (the batch is retried with
- * one savepoint per operation) and reports its error; the others commit. */
+ * one savepoint per operation) and reports its error; the others commit.
+ *
+ * Health: a batch that fails as a whole (the store cannot write: disk full,
+ * I/O error) makes the committer unhealthy. While unhealthy and idle it probes
+ * every COMMITTER_PROBE_MS with a tiny write transaction (it rewrites the
+ * results row of job 0, which no job has: job ids start at 1); the first
+ * batch or probe that commits makes it healthy again. The committer only
+ * reports its health: operations submitted meanwhile are still tried, and
+ * fail with the store's error while it cannot write. */
 #ifndef GPUQ_STORE_COMMITTER_H
 #define GPUQ_STORE_COMMITTER_H
 
 #include <semaphore.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "store/store.h"
 
@@ -27,9 +36,15 @@ struct commit_op {
     struct commit_op *next;
 };
 
+#define COMMITTER_PROBE_MS 500
+
 struct committer_stats {
     long long batches, ops, failed_ops;
     int max_batch;
+    long long failed_batches, probes;
+    bool healthy;
+    int last_error;              /* of the failure that made it unhealthy; 0 while healthy */
+    int64_t unhealthy_since_ns;  /* monotonic; 0 while healthy */
 };
 
 struct committer;
@@ -45,5 +60,7 @@ void committer_submit(struct committer *c, struct commit_op *op);
 /* Waits for an op submitted with done == NULL; returns its result. */
 int committer_wait(struct committer *c, struct commit_op *op);
 void committer_get_stats(struct committer *c, struct committer_stats *out);
+/* True unless the last batch or probe failed (lock-free; any thread). */
+bool committer_healthy(struct committer *c);
 
 #endif

@@ -1,0 +1,107 @@
+/* args.c: gpuqd's flags (see args.h). */
+#include "head/args.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: gpuqd [--listen HOST:PORT] [--data DIR] [--config FILE] [--log-level LEVEL]\n"
+            "  --listen     address to serve the API on (default 127.0.0.1:7070; port 0 = any)\n"
+            "  --data       directory for the store and the admin key (default ./gpuq-data);\n"
+            "               one gpuqd at a time may use it\n"
+            "  --config     INI file with settings (see docs/configuration.md)\n"
+            "  --log-level  debug | info | warn | error (default info)\n"
+            "The admin key is $GPUQ_ADMIN_KEY, or DATA/admin.key (created on first start).\n");
+}
+
+static int split_listen(const char *listen, struct listen_addr *out)
+{
+    const char *colon = strrchr(listen, ':');
+    if (!colon)
+        return -1;
+    size_t hl = (size_t)(colon - listen);
+    if (listen[0] == '[' && hl >= 2 && listen[hl - 1] == ']') {
+        listen++;
+        hl -= 2;
+    }
+    if (hl == 0 || hl >= sizeof out->host)
+        return -1;
+    memcpy(out->host, listen, hl);
+    out->host[hl] = '\0';
+    char *end;
+    long p = strtol(colon + 1, &end, 10);
+    if (*end || p < 0 || p > 65535 || end == colon + 1)
+        return -1;
+    out->port = (int)p;
+    return 0;
+}
+
+static int parse_level(const char *s)
+{
+    static const struct {
+        const char *name;
+        enum log_level level;
+    } levels[] = {{"debug", LOG_DEBUG}, {"info", LOG_INFO}, {"warn", LOG_WARN},
+                  {"error", LOG_ERROR}};
+    for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++) {
+        if (!strcmp(s, levels[i].name)) {
+            log_set_level(levels[i].level);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int args_parse(int argc, char **argv, struct head_config *cfg, struct listen_addr *addr)
+{
+    config_defaults(cfg);
+    const char *listen = NULL, *data = NULL, *config = NULL;
+    static const struct option opts[] = {
+        {"listen", required_argument, NULL, 'l'}, {"data", required_argument, NULL, 'd'},
+        {"config", required_argument, NULL, 'c'}, {"log-level", required_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'l': listen = optarg; break;
+        case 'd': data = optarg; break;
+        case 'c': config = optarg; break;
+        case 'v':
+            if (parse_level(optarg)) {
+                fprintf(stderr, "gpuqd: --log-level: must be debug, info, warn or error\n");
+                return 2;
+            }
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "gpuqd: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    char err[512];
+    if (config && config_load(cfg, config, err, sizeof err)) {
+        fprintf(stderr, "gpuqd: config: %s\n", err);
+        return 2;
+    }
+    if (listen)
+        snprintf(cfg->listen, sizeof cfg->listen, "%s", listen);
+    if (data)
+        snprintf(cfg->data_dir, sizeof cfg->data_dir, "%s", data);
+    if (!cfg->data_dir[0])
+        snprintf(cfg->data_dir, sizeof cfg->data_dir, "gpuq-data");
+    if (split_listen(cfg->listen, addr)) {
+        fprintf(stderr, "gpuqd: --listen: expected HOST:PORT, got '%s'\n", cfg->listen);
+        return 2;
+    }
+    return ARGS_RUN;
+}

@@ -1,0 +1,240 @@
+/* ops_admin.c: readiness, workers, tenants, worker tokens, results and job
+ * lists for the API layer (see ops_admin.h). The admin calls that commit go
+ * through the committer asynchronously: their callers' connections wait
+ * suspended, holding no thread. */
+#include "head/ops_admin.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "head/dispatch.h"
+#include "head/ops.h"
+
+#define MOD "head"
+#define MAX_LIST 4096
+
+bool head_readiness(struct head *h, char *reason, size_t size)
+{
+    if (atomic_load(&h->stopping)) {
+        snprintf(reason, size, "the head is shutting down");
+        return false;
+    }
+    if (!atomic_load(&h->ready)) {
+        snprintf(reason, size, "the head is starting");
+        return false;
+    }
+    if (!committer_healthy(h->committer)) {
+        struct committer_stats st;
+        committer_get_stats(h->committer, &st);
+        if (!st.healthy) {
+            int64_t ms = st.unhealthy_since_ns ? (clock_mono_ns() - st.unhealthy_since_ns) /
+                                                     NS_PER_MS
+                                               : 0;
+            snprintf(reason, size,
+                     "the store cannot write (%s) for %lld ms; writes are answered 503",
+                     gpuq_strerror(st.last_error), (long long)ms);
+            return false;
+        }
+    }
+    snprintf(reason, size, "ready");
+    return true;
+}
+
+/* ---- workers ---- */
+
+/* head_worker_register and head_worker_heartbeat live in head.c: they
+ * reconcile the worker's report and incarnation with the jobs' lifecycle. */
+
+int head_worker_poll(struct head *h, const char *worker_id, int64_t deadline_ns,
+                     void (*answer)(void *arg, int rc, struct job_rec *rec), void *arg)
+{
+    struct worker_rec *w = xcalloc(1, sizeof *w);
+    int rc = registry_get(h->registry, worker_id, w);
+    free(w);
+    if (rc)
+        return GPUQ_ENOENT;
+    dispatcher_poll(h->disp, worker_id, deadline_ns, answer, arg);
+    return 0;
+}
+
+int head_worker_deregister(struct head *h, const char *worker_id)
+{
+    if (registry_remove(h->registry, worker_id))
+        return GPUQ_ENOENT;
+    dispatcher_worker_remove(h->disp, worker_id);
+    log_info(MOD, "worker %s deregistered", worker_id);
+    return 0;
+}
+
+int head_worker_drain(struct head *h, const char *worker_id)
+{
+    if (registry_request_drain(h->registry, worker_id))
+        return GPUQ_ENOENT;
+    dispatcher_worker_update(h->disp, worker_id);
+    log_info(MOD, "worker %s: drain requested", worker_id);
+    return 0;
+}
+
+int head_workers_list(struct head *h, struct worker_rec **out)
+{
+    *out = xcalloc(MAX_LIST, sizeof **out);
+    return registry_list(h->registry, *out, MAX_LIST);
+}
+
+/* ---- tenants and worker tokens ---- */
+
+/* A tenant or token insert on its way to the store. */
+struct admin_op {
+    struct commit_op op;
+    struct head *h;
+    bool is_token;
+    struct admin_answer a;
+    head_admin_done_fn done;
+    void *arg;
+};
+
+static int admin_op_apply(struct store *s, struct commit_op *op)
+{
+    struct admin_op *o = (struct admin_op *)op;
+    return o->is_token ? s->ops->token_insert(s, &o->a.token)
+                       : s->ops->tenant_insert(s, &o->a.tenant);
+}
+
+/* On the committer thread: the key works from now on, then the caller hears. */
+static void admin_op_done(struct commit_op *op, int rc)
+{
+    struct admin_op *o = (struct admin_op *)op;
+    o->a.rc = rc;
+    if (!rc && o->is_token) {
+        tenants_add_token(o->h->tenants, &o->a.token);
+        log_info(MOD, "worker token '%s' created", o->a.token.name);
+    } else if (!rc) {
+        tenants_add(o->h->tenants, &o->a.tenant);
+        log_info(MOD, "tenant '%s' (%s) created", o->a.tenant.name,
+                 job_tier_name(o->a.tenant.tier));
+    }
+    if (rc) /* nothing was stored: the secret was never usable; forget it */
+        memset(o->a.secret, 0, sizeof o->a.secret);
+    o->done(o->arg, &o->a);
+    memset(o->a.secret, 0, sizeof o->a.secret);
+    free(o);
+}
+
+static void admin_op_fail(struct admin_op *o, int rc)
+{
+    o->a.rc = rc;
+    memset(o->a.secret, 0, sizeof o->a.secret);
+    o->done(o->arg, &o->a);
+    free(o);
+}
+
+void head_tenant_add(struct head *h, const char *name, enum job_tier tier,
+                     head_admin_done_fn done, void *arg)
+{
+    struct admin_op *o = xcalloc(1, sizeof *o);
+    o->op.apply = admin_op_apply;
+    o->op.done = admin_op_done;
+    o->h = h;
+    o->done = done;
+    o->arg = arg;
+    snprintf(o->a.tenant.name, sizeof o->a.tenant.name, "%s", name);
+    o->a.tenant.tier = tier;
+    if (tenants_by_name(h->tenants, name, NULL)) {
+        admin_op_fail(o, GPUQ_EEXIST);
+        return;
+    }
+    if (token_random("gq_", o->a.secret, sizeof o->a.secret)) {
+        admin_op_fail(o, GPUQ_EIO);
+        return;
+    }
+    token_hash(o->a.secret, o->a.tenant.key_hash);
+    o->a.tenant.created_ms = clock_wall_ms();
+    committer_submit(h->committer, &o->op);
+}
+
+void head_worker_token_add(struct head *h, const char *name, head_admin_done_fn done,
+                           void *arg)
+{
+    struct admin_op *o = xcalloc(1, sizeof *o);
+    o->op.apply = admin_op_apply;
+    o->op.done = admin_op_done;
+    o->h = h;
+    o->is_token = true;
+    o->done = done;
+    o->arg = arg;
+    snprintf(o->a.token.name, sizeof o->a.token.name, "%s", name);
+    if (token_random("gw_", o->a.secret, sizeof o->a.secret)) {
+        admin_op_fail(o, GPUQ_EIO);
+        return;
+    }
+    token_hash(o->a.secret, o->a.token.token_hash);
+    o->a.token.created_ms = clock_wall_ms();
+    committer_submit(h->committer, &o->op);
+}
+
+int head_tenants_list(struct head *h, struct tenant_rec **out)
+{
+    *out = xcalloc(MAX_LIST, sizeof **out);
+    return tenants_list(h->tenants, *out, MAX_LIST);
+}
+
+bool head_tenant_by_name(struct head *h, const char *name, struct tenant_rec *out)
+{
+    return tenants_by_name(h->tenants, name, out);
+}
+
+const char *head_tenant_name(struct head *h, int64_t tenant_id, char *buf, size_t size)
+{
+    struct tenant_rec t;
+    snprintf(buf, size, "%s", tenants_by_id(h->tenants, tenant_id, &t) ? t.name : "?");
+    return buf;
+}
+
+/* ---- jobs: reads ---- */
+
+double head_job_cost(struct head *h, const struct job_rec *rec)
+{
+    return dispatcher_estimate_cost(h->disp, rec);
+}
+
+int head_jobs_list(struct head *h, const struct store_list_filter *f, store_job_cb cb, void *arg)
+{
+    return h->store->ops->job_list(h->store, f, cb, arg);
+}
+
+int head_result_read(struct head *h, int64_t tenant_id, uint64_t id, struct head_result *out)
+{
+    memset(out, 0, sizeof *out);
+    struct job_rec j;
+    int rc = head_get(h, tenant_id, id, NULL, &j);
+    if (rc)
+        return rc;
+    out->state = job_rec_state(&j);
+    job_rec_free_fields(&j);
+    if (out->state != JOB_SUCCEEDED)
+        return 0;
+    rc = h->store->ops->result_get(h->store, id, out->type, sizeof out->type, &out->data,
+                                   &out->len);
+    if (rc == GPUQ_ENOENT) { /* pruned after its retention */
+        out->data = NULL;
+        out->len = 0;
+        return 0;
+    }
+    out->kept = rc == 0;
+    return rc;
+}
+
+/* ---- figures ---- */
+
+void head_get_stats(struct head *h, struct head_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    committer_get_stats(h->committer, &out->commit);
+    out->workers = registry_count(h->registry);
+    out->ready_workers = registry_count_ready(h->registry);
+}
