@@ -57,6 +57,16 @@ static double model_load_s(const struct sched *s, int model)
     return estimator_load_s(s->est, model, (double)m->info.load_ms / 1000.0);
 }
 
+double sched_model_load_s(const struct sched *s, int model)
+{
+    return model_load_s(s, model);
+}
+
+double sched_worker_speed(const struct sworker *w)
+{
+    return w->info.speed > 0 ? w->info.speed : w->learned_speed;
+}
+
 static double eviction_cost(const struct sched *s, int model)
 {
     const struct smodel *m = &s->models[model];
@@ -392,7 +402,7 @@ struct sworker *sched_decide(struct sched *s, struct sjob *j, int64_t now,
     struct sworker *fw = sched_full_top(s, j->cap);
     if (fw && sched_score_one(s, fw, j, now, &c) == SCORE_OK) {
         int nfull = cap->usable - cap->nopen;
-        int behind = j->state == SJOB_QUEUED ? cap->q.count - 1 : 0;
+        int behind = j->state == SJOB_QUEUED ? s->queues[j->qix].q.count - 1 : 0;
         double backlog = behind > 0 ? behind * c.run_s / (nfull > 0 ? nfull : 1) : 0;
         if (c.score_s + backlog + s->cfg.move_margin_s < why->cand[0].score_s) {
             s->holds++;
