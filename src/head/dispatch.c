@@ -98,7 +98,7 @@ static void post(struct dispatcher *d, struct dmsg *m)
         if (m->kind == M_POLL)
             poller_finish(m->poller, GPUQ_EAGAIN, NULL);
         if (m->eta_fn)
-            m->eta_fn(m->eta_arg, GPUQ_EAGAIN, -1, -1);
+            m->eta_fn(m->eta_arg, GPUQ_EAGAIN, -1, -1, "");
         free(m);
         return;
     }
@@ -531,8 +531,11 @@ static void answer_etas(struct dispatcher *d, int64_t now)
     for (struct dmsg *m = d->eta_pending; m; m = next) {
         next = m->next;
         double start_s, finish_s;
+        char why[160] = "";
         int rc = sched_job_eta(d->sched, m->spec.id, now, &start_s, &finish_s);
-        m->eta_fn(m->eta_arg, rc, start_s, finish_s);
+        if (!rc && start_s < 0)
+            sched_job_parked(d->sched, m->spec.id, why, sizeof why);
+        m->eta_fn(m->eta_arg, rc, start_s, finish_s, why);
         free(m);
     }
     d->eta_pending = NULL;
@@ -657,7 +660,7 @@ void dispatcher_stop(struct dispatcher *d)
         if (m->kind == M_POLL)
             poller_finish(m->poller, GPUQ_EAGAIN, NULL);
         if (m->eta_fn)
-            m->eta_fn(m->eta_arg, GPUQ_EAGAIN, -1, -1);
+            m->eta_fn(m->eta_arg, GPUQ_EAGAIN, -1, -1, "");
         free(m);
     }
     d->head = d->tail = NULL;
@@ -682,11 +685,15 @@ void dispatcher_destroy(struct dispatcher *d)
     free(d);
 }
 
-int dispatcher_job_eta(struct dispatcher *d, uint64_t job_id, double *start_s, double *finish_s)
+int dispatcher_job_eta(struct dispatcher *d, uint64_t job_id, double *start_s, double *finish_s,
+                       char *why, size_t size)
 {
     /* sched_job_eta refreshes projection caches: readers take the lock alone. */
     pthread_rwlock_wrlock(&d->sched_lock);
     int rc = sched_job_eta(d->sched, job_id, clock_mono_ns(), start_s, finish_s);
+    why[0] = '\0';
+    if (!rc && *start_s < 0)
+        sched_job_parked(d->sched, job_id, why, size);
     pthread_rwlock_unlock(&d->sched_lock);
     return rc;
 }

@@ -22,11 +22,12 @@ void dispatcher_stop(struct dispatcher *d);
 void dispatcher_destroy(struct dispatcher *d);
 
 void dispatcher_job_add(struct dispatcher *d, const struct job_rec *rec);
-/* As dispatcher_job_add, then fn(arg, rc, start_s, finish_s) with the job's
+/* As dispatcher_job_add, then fn(arg, rc, start_s, finish_s, why) with the job's
  * ETA (sched_job_eta) once this round placed what it could — on the
  * dispatcher thread, holding the scheduler (fn must not call the dispatcher's
  * locking readers). At shutdown: rc GPUQ_EAGAIN. */
-typedef void (*dispatch_eta_fn)(void *arg, int rc, double start_s, double finish_s);
+typedef void (*dispatch_eta_fn)(void *arg, int rc, double start_s, double finish_s,
+                                const char *why);
 void dispatcher_job_add_eta(struct dispatcher *d, const struct job_rec *rec, dispatch_eta_fn fn,
                             void *arg);
 void dispatcher_job_cancel(struct dispatcher *d, uint64_t job_id);
@@ -47,9 +48,10 @@ void dispatcher_poll(struct dispatcher *d, const char *worker_id, int64_t deadli
                      void (*answer)(void *arg, int rc, struct job_rec *rec), void *arg);
 
 /* The core's ETA of a queued or running job (sched_job_eta): seconds from now;
- * start_s < 0 when no GPU can take it now. GPUQ_ENOENT if the scheduler has
- * no such job. */
-int dispatcher_job_eta(struct dispatcher *d, uint64_t job_id, double *start_s, double *finish_s);
+ * start_s < 0 when no GPU can take it now, with why (sched_job_parked; size
+ * >= 160) saying so. GPUQ_ENOENT if the scheduler has no such job. */
+int dispatcher_job_eta(struct dispatcher *d, uint64_t job_id, double *start_s, double *finish_s,
+                       char *why, size_t size);
 
 /* Estimated GPU-seconds of the job on a nominal GPU (R7), from measured history. */
 double dispatcher_estimate_cost(struct dispatcher *d, const struct job_rec *rec);

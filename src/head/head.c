@@ -181,10 +181,11 @@ static void log_transition(uint64_t id, const struct lc_attempt *a, const struct
 
 /* ---- submit, read, cancel, resubmit ---- */
 
-static void fill_eta(struct head *h, struct job_rec *r, int rc, double start_s, double finish_s);
+static void fill_eta(struct head *h, struct job_rec *r, int rc, double start_s, double finish_s,
+                     const char *why);
 
 /* The dispatcher took the new job: the 201 goes out with its first ETA. */
-static void submit_eta(void *arg, int rc, double start_s, double finish_s)
+static void submit_eta(void *arg, int rc, double start_s, double finish_s, const char *why)
 {
     struct job_op *o = arg;
     struct head *h = o->h;
@@ -193,7 +194,7 @@ static void submit_eta(void *arg, int rc, double start_s, double finish_s)
     struct hjob *j = jobs_find(h->jobs, o->rec.id);
     job_rec_copy(&out, j ? &j->rec : &o->rec);
     jobs_unlock(h->jobs);
-    fill_eta(h, &out, rc, start_s, finish_s);
+    fill_eta(h, &out, rc, start_s, finish_s, why);
     o->done(o->done_arg, 0, &out, false);
     job_rec_free_fields(&out);
     job_op_free(o);
@@ -269,7 +270,8 @@ static struct hjob *find_visible(struct head *h, int64_t tenant_id, uint64_t id)
 
 /* What a reader sees beyond the record: the scheduler's ETA (the core's one
  * sched_job_eta) and, when the job cannot start now, why. */
-static void fill_eta(struct head *h, struct job_rec *r, int rc, double start_s, double finish_s)
+static void fill_eta(struct head *h, struct job_rec *r, int rc, double start_s, double finish_s,
+                     const char *why)
 {
     r->eta_start_ms = r->eta_finish_ms = 0;
     r->waiting_reason[0] = '\0';
@@ -283,6 +285,8 @@ static void fill_eta(struct head *h, struct job_rec *r, int rc, double start_s, 
     if (rc == 0 && start_s >= 0) {
         r->eta_start_ms = now + (int64_t)(start_s * 1000);
         r->eta_finish_ms = now + (int64_t)(finish_s * 1000);
+    } else if (r->lc.state == LC_QUEUED && why[0]) {
+        snprintf(r->waiting_reason, sizeof r->waiting_reason, "%s", why);
     } else if (r->lc.state == LC_QUEUED) {
         snprintf(r->waiting_reason, sizeof r->waiting_reason,
                  "no %s GPU can take it now (none ready: draining, quarantined or gone)",
@@ -293,10 +297,11 @@ static void fill_eta(struct head *h, struct job_rec *r, int rc, double start_s, 
 static void annotate(struct head *h, struct job_rec *r)
 {
     double start_s = -1, finish_s = -1;
+    char why[160] = "";
     int rc = GPUQ_ENOENT;
     if (r->lc.state == LC_QUEUED || r->lc.state == LC_RUNNING)
-        rc = dispatcher_job_eta(h->disp, r->id, &start_s, &finish_s);
-    fill_eta(h, r, rc, start_s, finish_s);
+        rc = dispatcher_job_eta(h->disp, r->id, &start_s, &finish_s, why, sizeof why);
+    fill_eta(h, r, rc, start_s, finish_s, why);
 }
 
 int head_get(struct head *h, int64_t tenant_id, uint64_t id, uint64_t *version,
