@@ -56,5 +56,6 @@ int cmd_tenant_ls(int argc, char **argv);
 int cmd_worker_token_add(int argc, char **argv);
 int cmd_workers(int argc, char **argv);
 int cmd_drain(int argc, char **argv);
+int cmd_resubmit(int argc, char **argv);
 
 #endif

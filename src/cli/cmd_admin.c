@@ -154,6 +154,37 @@ int cmd_workers(int argc, char **argv)
     return rc;
 }
 
+int cmd_resubmit(int argc, char **argv)
+{
+    struct cli c = {0};
+    const char *usage = "resubmit ID";
+    int rc = start_admin(&c, "resubmit", usage,
+                         "Runs a dead, failed or expired job again, with a fresh retry budget "
+                         "(its attempt history is kept).",
+                         no_opts, argc, argv);
+    if (rc != CLI_OK)
+        return rc < 0 ? CLI_OK : rc;
+    json_t *v = NULL;
+    if ((rc = want_pos(&c, 1, 1, usage)) == CLI_OK) {
+        char *eid = client_escape(c.pos[0]);
+        char path[512];
+        snprintf(path, sizeof path, "/v1/jobs/%s/resubmit", eid);
+        free(eid);
+        rc = cli_call(&c, "POST", path, NULL, CLI_REQUEST_TIMEOUT_S, &v);
+        if (rc == CLI_OK) {
+            if (c.json)
+                cli_print_json(v);
+            else {
+                char st[32];
+                printf("job %s: %s\n", c.pos[0], render_str(v, "state", st, sizeof st));
+            }
+        }
+    }
+    json_decref(v);
+    cli_finish(&c);
+    return rc;
+}
+
 int cmd_drain(int argc, char **argv)
 {
     struct cli c = {0};

@@ -14,7 +14,7 @@
 static const char *const lanes[] = {"interactive", "batch", NULL};
 static const char *const tiers[] = {"paid", "free", NULL};
 static const char *const states[] = {"queued", "running", "succeeded", "failed", "cancelled",
-                                     NULL};
+                                     "dead",   "expired", NULL};
 
 /* A --param value as JSON: integers, reals, true/false/null as such, else a
  * string. */
@@ -332,7 +332,8 @@ int cmd_cancel(int argc, char **argv)
 }
 
 static struct opt ls_opts[] = {
-    {.name = "state", .arg = "S", .help = "queued | running | succeeded | failed | cancelled"},
+    {.name = "state", .arg = "S",
+     .help = "queued | running | succeeded | failed | cancelled | dead | expired"},
     {.name = "capability", .arg = "C", .help = "only jobs of this capability"},
     {.name = "limit", .arg = "N", .help = "at most N jobs (1..500, default 50)"},
     {.name = "after", .arg = "CURSOR",

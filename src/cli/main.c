@@ -21,6 +21,7 @@ static const struct command commands[] = {
     {"worker-token", "add", cmd_worker_token_add, "create a worker token for agents (admin)"},
     {"workers", NULL, cmd_workers, "list workers: state, temperature, VRAM, models, load"},
     {"drain", NULL, cmd_drain, "drain a worker (admin)"},
+    {"resubmit", NULL, cmd_resubmit, "run a dead, failed or expired job again (admin)"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

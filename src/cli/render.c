@@ -91,7 +91,11 @@ void render_job(FILE *f, const json_t *job)
         fprintf(f, "params      %s\n", p ? p : "-");
         free(p);
     }
-    fprintf(f, "attempt     %s\n", render_str(job, "attempt", a, sizeof a));
+    fprintf(f, "attempt     %s", render_str(job, "attempt", a, sizeof a));
+    double failures;
+    if (render_num(job, "failures", &failures) == 0 && failures > 0)
+        fprintf(f, " (%.0f failed)", failures);
+    fprintf(f, "\n");
     fprintf(f, "worker      %s\n", render_str(job, "worker_id", a, sizeof a));
     double cost;
     if (render_num(job, "cost_s", &cost) == 0)
@@ -105,6 +109,9 @@ void render_job(FILE *f, const json_t *job)
         render_num(eta, "finish_ms", &f_ms) == 0)
         fprintf(f, "eta         start %s, finish %s\n", fmt_rel(s_ms, a, sizeof a),
                 fmt_rel(f_ms, b, sizeof b));
+    const json_t *why = json_object_get(job, "waiting_reason");
+    if (json_is_string(why))
+        fprintf(f, "waiting     %s\n", json_string_value(why));
     const json_t *res = json_object_get(job, "result");
     if (json_is_object(res))
         fprintf(f, "result      %s, %s bytes (%s)\n", render_str(res, "content_type", a, sizeof a),
@@ -113,6 +120,19 @@ void render_job(FILE *f, const json_t *job)
     if (json_is_object(err))
         fprintf(f, "error       %s: %s\n", render_str(err, "class", a, sizeof a),
                 render_str(err, "message", b, sizeof b));
+    const json_t *attempts = json_object_get(job, "attempts");
+    if (json_is_array(attempts) && json_array_size(attempts) > 0) {
+        fprintf(f, "attempts\n");
+        size_t i;
+        const json_t *t;
+        json_array_foreach(attempts, i, t) {
+            char n[16], w[80], out[32], cls[32], msg[256];
+            fprintf(f, "  #%-3s %-20s %-14s %-10s %s  %s\n", render_str(t, "n", n, sizeof n),
+                    render_str(t, "worker", w, sizeof w), render_str(t, "outcome", out, sizeof out),
+                    render_str(t, "error_class", cls, sizeof cls),
+                    fmt_time(t, "started_ms", a, sizeof a), render_str(t, "error", msg, sizeof msg));
+        }
+    }
 }
 
 void render_jobs_table(FILE *f, const json_t *jobs)
@@ -228,7 +248,10 @@ void render_progress(const json_t *job, char *out, size_t len)
     }
     const json_t *eta = json_object_get(job, "eta");
     double s_ms;
+    const json_t *why = json_object_get(job, "waiting_reason");
     if (strcmp(st, "queued") == 0 && json_is_object(eta) &&
         render_num(eta, "start_ms", &s_ms) == 0 && used < len)
         snprintf(out + used, len - used, ", estimated start %s", fmt_rel(s_ms, tmp, sizeof tmp));
+    else if (strcmp(st, "queued") == 0 && json_is_string(why) && used < len)
+        snprintf(out + used, len - used, ", waiting: %s", json_string_value(why));
 }

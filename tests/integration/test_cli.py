@@ -320,3 +320,30 @@ def test_cli_submit_wait_exits_nonzero_when_the_job_is_cancelled(head, tenant):
             proc.wait()
     assert proc.returncode == 1, err
     assert "cancelled" in err
+
+
+def test_cli_dead_jobs_attempts_and_resubmit(head_factory):
+    h = head_factory(config_text="[lifecycle]\nmax_attempts = 1\n")
+    key = h.add_tenant("acme")
+    w = FakeWorker(h, h.add_worker_token()).start()
+    job = gpuq_json(h, "submit", "--capability", "image.fast", "--prompt", "a fox", key=key)
+    a = w.poll()
+    assert a["job_id"] == job["id"]
+    assert w.fail(a, "cuda", "illegal memory access").status == 200
+    # Dead-lettered: listed by state, with its attempts in `gpuq get`.
+    dead = gpuq_json(h, "ls", "--state", "dead", key=key)
+    assert [j["id"] for j in dead["jobs"]] == [job["id"]]
+    p = gpuq(h, "get", job["id"], key=key)
+    assert p.returncode == 0, p.stderr
+    assert "dead" in p.stdout and "attempts" in p.stdout
+    assert "#1" in p.stdout and w.id in p.stdout and "cuda" in p.stdout
+    assert "illegal memory access" in p.stdout
+    # Only the admin re-submits.
+    assert gpuq(h, "resubmit", job["id"], key=key).returncode != 0
+    p = gpuq(h, "resubmit", job["id"], key=h.admin_key)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == f"job {job['id']}: queued"
+    b = w.poll()
+    assert b["job_id"] == job["id"] and b["attempt"] == 2
+    assert w.complete(b).status == 200
+    assert gpuq_json(h, "get", job["id"], key=key)["state"] == "succeeded"
