@@ -19,7 +19,8 @@
 static int is_terminal(const char *state)
 {
     return strcmp(state, "succeeded") == 0 || strcmp(state, "failed") == 0 ||
-           strcmp(state, "cancelled") == 0;
+           strcmp(state, "cancelled") == 0 || strcmp(state, "dead") == 0 ||
+           strcmp(state, "expired") == 0;
 }
 
 int wait_job(struct cli *c, const char *id, double timeout_s, json_t **final)
