@@ -723,3 +723,29 @@ def test_job_behind_a_drained_gpu_shows_why_and_no_eta(head):
     assert job["eta"] is None and "image.fast" in job["waiting_reason"]
     again = job_of(c, job["id"])
     assert again["eta"] is None and again["waiting_reason"]
+
+
+def test_restart_requeues_running_jobs_and_keeps_their_history(head_factory):
+    h = head_factory(config_text="[lifecycle]\nmax_attempts = 2\n")
+    key = h.add_tenant("acme")
+    c = h.client(key)
+    token = h.add_worker_token()
+    w = FakeWorker(h, token, "gpu-a").start()
+    failed = submit(c).json()
+    a = w.poll()
+    assert w.fail(a, "oom").json()["retried"] is True
+    b = w.poll()
+    assert b["job_id"] == failed["id"] and b["attempt"] == 2
+    assert h.stop() == 0
+    h.start()
+    c = h.client(key)
+    got = job_of(c, failed["id"])
+    # Running at the restart: taken back without blame, history kept from the store.
+    assert got["state"] == "queued" and got["failures"] == 1
+    assert [x["outcome"] for x in got["attempts"]] == ["error", "requeued"]
+    w = FakeWorker(h, token, "gpu-a").start()
+    assert w.complete(b).status == 409
+    x = w.poll()
+    assert x["job_id"] == failed["id"] and x["attempt"] == 3
+    assert w.complete(x).status == 200
+    assert [y["outcome"] for y in job_of(c, failed["id"])["attempts"]] == ["error", "requeued", "ok"]
