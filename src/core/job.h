@@ -1,6 +1,6 @@
 /* job.h: a job as the scheduler core holds it (internal to src/core).
- * Invariant: state says which list links it — QUEUED: its capability's
- * job_queue; PLACED: worker->placed (FIFO, not started, may move); RUNNING:
+ * Invariant: state says which list links it — QUEUED: its (capability,
+ * model) job_queue; PLACED: worker->placed (FIFO, not started, may move); RUNNING:
  * worker->running. w is NULL exactly when QUEUED. */
 #ifndef GPUQ_CORE_JOB_H
 #define GPUQ_CORE_JOB_H
@@ -14,9 +14,11 @@ enum sjob_state { SJOB_QUEUED = 0, SJOB_PLACED = 1, SJOB_RUNNING = 2 };
 struct sworker;
 
 struct sjob {
-    struct job_spec spec;
+    struct job_spec spec; /* spec.exclude points at excl (owned) or is NULL */
+    char (*excl)[SCHED_NAME_MAX]; /* owned copy of the exclusion list; NULL when none */
     int cap;              /* capability index */
     int model;            /* model index */
+    int qix;              /* its (capability, model) queue in sched.queues */
     double work;          /* size measure: pixels x steps x frames (>= 1) */
     double cost_s;        /* estimated GPU-seconds on a nominal GPU, at add time */
     enum sjob_state state;

@@ -52,6 +52,8 @@ struct sched *sched_create(const struct sched_config *cfg)
     hashmap_init(&s->class_ix);
     hashmap_init(&s->worker_ix);
     hashmap_init(&s->jobs);
+    hashmap_init(&s->queue_ix);
+    s->fleet_ver = 1;
     s->est = estimator_create();
     return s;
 }
@@ -62,8 +64,10 @@ void sched_destroy(struct sched *s)
         return;
     size_t pos = 0;
     void *v;
-    while (hashmap_next(&s->jobs, &pos, NULL, NULL, &v))
+    while (hashmap_next(&s->jobs, &pos, NULL, NULL, &v)) {
+        free(((struct sjob *)v)->excl);
         free(v);
+    }
     for (int i = 0; i < s->nworkers; i++) {
         free(s->workers[i]->slots);
         free(s->workers[i]);
@@ -72,6 +76,8 @@ void sched_destroy(struct sched *s)
         free(s->caps[i].open);
         heap_fini(&s->caps[i].full);
     }
+    free(s->queues);
+    hashmap_fini(&s->queue_ix);
     free(s->workers);
     free(s->caps);
     free(s->models);
@@ -132,10 +138,29 @@ static int cap_index(struct sched *s, const char *name, bool create)
     struct scap *c = &s->caps[s->ncaps];
     memset(c, 0, sizeof(*c));
     copy_name(c->name, name);
-    job_queue_init(&c->q, s->cfg.free_tier_every);
     heap_init(&c->full, sizeof(struct full_entry), full_cmp);
     hashmap_put_str(&s->cap_ix, c->name, (void *)(intptr_t)(s->ncaps + 1));
     return s->ncaps++;
+}
+
+/* The queue of (cap, model), created on first use. */
+static int queue_index(struct sched *s, int cap, int model)
+{
+    uint64_t key = ((uint64_t)(uint32_t)cap << 32) | (uint32_t)model;
+    void *v = hashmap_get_u64(&s->queue_ix, key);
+    if (v)
+        return (int)(intptr_t)v - 1;
+    if (s->nqueues == s->capqueues) {
+        s->capqueues = s->capqueues ? s->capqueues * 2 : 16;
+        s->queues = xrealloc(s->queues, (size_t)s->capqueues * sizeof(*s->queues));
+    }
+    struct squeue *q = &s->queues[s->nqueues];
+    memset(q, 0, sizeof(*q));
+    q->cap = cap;
+    q->model = model;
+    job_queue_init(&q->q, s->cfg.free_tier_every);
+    hashmap_put_u64(&s->queue_ix, key, (void *)(intptr_t)(s->nqueues + 1));
+    return s->nqueues++;
 }
 
 static int class_index(struct sched *s, const char *name)
@@ -156,6 +181,7 @@ int sched_model_set(struct sched *s, const struct model_info *m)
     s->models[ix].info = *m;
     s->models[ix].info.name[SCHED_NAME_MAX - 1] = '\0';
     s->models[ix].configured = true;
+    s->fleet_ver++;
     for (int i = 0; i < s->nworkers; i++)
         s->workers[i]->dirty = true;
     return 0;
@@ -375,13 +401,31 @@ static void running_unlink(struct sched *s, struct sjob *j)
 
 static void queue_job(struct sched *s, struct sjob *j, bool front)
 {
+    struct squeue *q = &s->queues[j->qix];
     j->state = SJOB_QUEUED;
     j->w = NULL;
     if (front)
-        job_queue_push_front(&s->caps[j->cap].q, j);
+        job_queue_push_front(&q->q, j);
     else
-        job_queue_push(&s->caps[j->cap].q, j);
+        job_queue_push(&q->q, j);
+    q->cost_s += j->cost_s;
+    s->caps[j->cap].nqueued++;
     s->nqueued++;
+}
+
+/* Takes a queued job out of its queue (served, or cancelled). */
+static void unqueue_job(struct sched *s, struct sjob *j, bool served)
+{
+    struct squeue *q = &s->queues[j->qix];
+    if (served)
+        job_queue_served(&q->q, j);
+    else
+        job_queue_remove(&q->q, j);
+    q->cost_s -= j->cost_s;
+    if (q->q.count == 0)
+        q->cost_s = 0; /* no drift from rounding */
+    s->caps[j->cap].nqueued--;
+    s->nqueued--;
 }
 
 /* Sends every placed (not started) job of w back to its queue, oldest first. */
@@ -398,6 +442,7 @@ static void forget_job(struct sched *s, struct sjob *j)
 {
     s->backlog_s -= (j->state != SJOB_RUNNING) ? j->cost_s : 0;
     hashmap_del_u64(&s->jobs, j->spec.id);
+    free(j->excl);
     free(j);
 }
 
@@ -414,6 +459,28 @@ static void see_now(struct sched *s, int64_t now)
 {
     if (now > s->now)
         s->now = now;
+}
+
+static int64_t pinned_mb(const struct worker_info *w)
+{
+    int64_t mb = 0;
+    for (int i = 0; i < w->nloaded && i < SCHED_MAX_LOADED; i++)
+        if (w->loaded[i].pinned)
+            mb += w->loaded[i].vram_mb;
+    return mb;
+}
+
+/* Whether a refresh changes which (capability, model) pairs the worker could
+ * serve: its capabilities, its VRAM, what is pinned there. */
+static bool serving_shape_differs(const struct worker_info *a, const struct worker_info *b)
+{
+    if (a->ncaps != b->ncaps || a->vram_total_mb != b->vram_total_mb ||
+        pinned_mb(a) != pinned_mb(b))
+        return true;
+    for (int k = 0; k < a->ncaps; k++)
+        if (strncmp(a->caps[k], b->caps[k], SCHED_NAME_MAX) != 0)
+            return true;
+    return false;
 }
 
 int sched_worker_update(struct sched *s, const struct worker_info *wi, int64_t now)
@@ -441,6 +508,7 @@ int sched_worker_update(struct sched *s, const struct worker_info *wi, int64_t n
         worker_leave_caps(s, w);
     }
     bool was_usable = !fresh && worker_usable(w);
+    bool reshaped = fresh || serving_shape_differs(&w->info, wi);
     w->info = *wi;
     w->info.id[SCHED_NAME_MAX - 1] = '\0';
     if (fresh)
@@ -478,6 +546,8 @@ int sched_worker_update(struct sched *s, const struct worker_info *wi, int64_t n
     }
     w->dirty = true;
     worker_join_caps(s, w);
+    if (reshaped || was_usable != worker_usable(w))
+        s->fleet_ver++; /* parked queues get another look */
     /* Late binding on failure: a worker that stops taking work gives back
      * what it has not started (R20). */
     if (!worker_usable(w) && (was_usable || fresh))
@@ -543,7 +613,8 @@ int sched_job_add(struct sched *s, const struct job_spec *spec, int64_t now)
         see_now(s, now);
     if (!s || !spec || !spec->capability[0] ||
         (spec->lane != SCHED_LANE_INTERACTIVE && spec->lane != SCHED_LANE_BATCH) ||
-        (spec->tier != SCHED_TIER_PAID && spec->tier != SCHED_TIER_FREE))
+        (spec->tier != SCHED_TIER_PAID && spec->tier != SCHED_TIER_FREE) ||
+        spec->nexclude < 0 || (spec->nexclude > 0 && !spec->exclude))
         return GPUQ_EINVAL;
     if (hashmap_get_u64(&s->jobs, spec->id))
         return GPUQ_EEXIST;
@@ -551,9 +622,21 @@ int sched_job_add(struct sched *s, const struct job_spec *spec, int64_t now)
     j->spec = *spec;
     j->spec.capability[SCHED_NAME_MAX - 1] = '\0';
     j->spec.model[SCHED_NAME_MAX - 1] = '\0';
-    j->spec.exclude_worker[SCHED_NAME_MAX - 1] = '\0';
+    j->spec.exclude = NULL;
+    j->spec.nexclude = 0;
+    if (spec->nexclude > 0) {
+        j->excl = xcalloc((size_t)spec->nexclude, sizeof(*j->excl));
+        for (int i = 0; i < spec->nexclude; i++) {
+            size_t n = strnlen(spec->exclude[i], SCHED_NAME_MAX - 1);
+            memcpy(j->excl[i], spec->exclude[i], n);
+            j->excl[i][n] = '\0';
+        }
+        j->spec.exclude = (const char(*)[SCHED_NAME_MAX])j->excl;
+        j->spec.nexclude = spec->nexclude;
+    }
     j->cap = cap_index(s, j->spec.capability, true);
     job_resolve(s, j);
+    j->qix = queue_index(s, j->cap, j->model);
     j->cost_s = estimator_run_s(s->est, j->model, -1, j->work);
     s->backlog_s += j->cost_s;
     hashmap_put_u64(&s->jobs, j->spec.id, j);
@@ -570,8 +653,7 @@ int sched_job_cancel(struct sched *s, uint64_t job_id, int64_t now)
     if (!j)
         return GPUQ_ENOENT;
     if (j->state == SJOB_QUEUED) {
-        job_queue_remove(&s->caps[j->cap].q, j);
-        s->nqueued--;
+        unqueue_job(s, j, false);
     } else if (j->state == SJOB_PLACED) {
         placed_unlink(s, j);
     } else {
@@ -702,6 +784,35 @@ int sched_take(struct sched *s, const char *worker_id, int64_t now, uint64_t *jo
 
 /* ---- dispatch ----------------------------------------------------------- */
 
+bool sched_queue_servable(const struct sched *s, const struct squeue *q)
+{
+    for (int i = 0; i < s->nworkers; i++) {
+        const struct sworker *w = s->workers[i];
+        if (w->alive && worker_usable(w) && sched_worker_cap_slot(w, q->cap) >= 0 &&
+            sched_worker_can_hold(s, w, q->model))
+            return true;
+    }
+    return false;
+}
+
+bool sched_parked(const struct sched *s, const struct squeue *q)
+{
+    return q->parked_ver != 0 && q->parked_ver == s->fleet_ver;
+}
+
+/* Why a parked job waits, in words. */
+static void park_reason(const struct sched *s, const struct sjob *j, char *r, size_t n)
+{
+    const struct scap *c = &s->caps[j->cap];
+    if (c->usable == 0)
+        snprintf(r, n, "no ready worker serves %.48s (%d registered, none healthy and not draining)",
+                 c->name, c->members);
+    else if (j->spec.model[0])
+        snprintf(r, n, "no ready worker serves model %.48s for %.48s", j->spec.model, c->name);
+    else
+        snprintf(r, n, "no ready worker serves %.48s", c->name);
+}
+
 /* Places j on the winner of why (already decided) and reports it. */
 static void place(struct sched *s, struct sjob *j, struct sworker *w,
                   const struct sched_candidate *c)
@@ -744,22 +855,24 @@ int sched_dispatch(struct sched *s, int64_t now,
                 n++;
         }
     }
-    /* 2. Queued jobs, oldest-first across capabilities; a capability whose
-     * head cannot be placed now is skipped for the rest of this round. */
+    /* 2. Queued jobs, oldest-first across the (capability, model) queues; a
+     * queue whose head cannot be placed now is skipped for the rest of this
+     * round, and one whose model no usable worker can hold is parked until
+     * the fleet changes — neither holds up other models' jobs. */
     if (s->nqueued == 0)
         return n;
-    bool *blocked = s->ncaps ? xcalloc((size_t)s->ncaps, sizeof(bool)) : NULL;
+    bool *blocked = xcalloc((size_t)s->nqueues, sizeof(bool));
     for (;;) {
         struct sjob *best = NULL;
-        for (int c = 0; c < s->ncaps; c++) {
-            struct scap *cap = &s->caps[c];
-            if (blocked[c] || cap->q.count == 0)
+        for (int k = 0; k < s->nqueues; k++) {
+            struct squeue *q = &s->queues[k];
+            if (blocked[k] || q->q.count == 0)
                 continue;
-            if (cap->nopen == 0) {
-                blocked[c] = true;
+            if (s->caps[q->cap].nopen == 0 || sched_parked(s, q)) {
+                blocked[k] = true;
                 continue;
             }
-            struct sjob *h = job_queue_peek(&cap->q);
+            struct sjob *h = job_queue_peek(&q->q);
             if (!best || h->spec.lane < best->spec.lane ||
                 (h->spec.lane == best->spec.lane && h->spec.tier < best->spec.tier) ||
                 (h->spec.lane == best->spec.lane && h->spec.tier == best->spec.tier &&
@@ -771,12 +884,17 @@ int sched_dispatch(struct sched *s, int64_t now,
             break;
         struct sched_explain *why = &s->why;
         struct sworker *w = sched_decide(s, best, now, why);
+        struct squeue *q = &s->queues[best->qix];
         if (!w) {
-            blocked[best->cap] = true;
+            blocked[best->qix] = true;
+            if (why->nkept == 0 && !sched_queue_servable(s, q)) {
+                q->parked_ver = s->fleet_ver;
+                park_reason(s, best, why->reason, sizeof(why->reason));
+            }
             continue;
         }
-        job_queue_served(&s->caps[best->cap].q, best);
-        s->nqueued--;
+        q->parked_ver = 0;
+        unqueue_job(s, best, true);
         place(s, best, w, &why->cand[0]);
         n++;
         if (placed)
@@ -803,6 +921,122 @@ void sched_stats(const struct sched *s, struct sched_stats *out)
     out->holds = s->holds;
 }
 
+/* Work (nominal GPU-seconds) queued ahead of j among its capability's
+ * queues: everything in a higher-priority list, and in its own list what was
+ * submitted before it. Walks only those jobs. */
+static double work_ahead(const struct sched *s, const struct sjob *j)
+{
+    double ahead = 0;
+    for (int k = 0; k < s->nqueues; k++) {
+        const struct squeue *q = &s->queues[k];
+        if (q->cap != j->cap || q->q.count == 0)
+            continue;
+        for (int l = 0; l <= j->qlist && l < JOB_QUEUE_LISTS; l++)
+            for (const struct sjob *o = q->q.head[l]; o; o = o->next) {
+                if (o == j)
+                    break;
+                if (l == j->qlist && (o->spec.submit_ns > j->spec.submit_ns ||
+                                      (o->spec.submit_ns == j->spec.submit_ns &&
+                                       o->spec.id > j->spec.id)))
+                    break;
+                ahead += o->cost_s;
+            }
+    }
+    return ahead;
+}
+
+struct eta_slot {
+    int64_t free_ns;
+    double speed;
+};
+
+static int eta_slot_cmp(const void *a, const void *b)
+{
+    const struct eta_slot *x = a, *y = b;
+    return x->free_ns < y->free_ns ? -1 : x->free_ns > y->free_ns;
+}
+
+/* A queued job's start: the slots of the workers that could run it free up at
+ * their projected times and then work at their speed; the job starts when
+ * together they have worked off the work queued ahead of it (water-filling
+ * over the slots' free times). Unknown (-1) when no usable worker can hold
+ * its model. */
+static int eta_queued(struct sched *s, struct sjob *j, int64_t now, double *start_s,
+                      double *finish_s)
+{
+    const struct squeue *q = &s->queues[j->qix];
+    if (sched_parked(s, q))
+        return 0; /* unknown */
+    int nslots = 0, cap_slots = 0;
+    struct eta_slot *sl = NULL;
+    bool warm = !j->spec.model[0];
+    double speed_sum = 0;
+    int nw = 0;
+    for (int i = 0; i < s->nworkers; i++) {
+        struct sworker *w = s->workers[i];
+        if (!worker_usable(w) || sched_worker_cap_slot(w, j->cap) < 0 ||
+            !sched_worker_can_hold(s, w, j->model))
+            continue;
+        sched_project(s, w, now);
+        double sp = sched_worker_speed(w);
+        for (int k = 0; k < w->info.concurrency; k++) {
+            if (nslots == cap_slots) {
+                cap_slots = cap_slots ? cap_slots * 2 : 16;
+                sl = xrealloc(sl, (size_t)cap_slots * sizeof(*sl));
+            }
+            sl[nslots].free_ns = w->slots[k] > now ? w->slots[k] : now;
+            sl[nslots].speed = sp;
+            nslots++;
+        }
+        for (int m = 0; m < w->info.nloaded && !warm; m++)
+            warm = w->loaded_model[m] == j->model;
+        speed_sum += sp;
+        nw++;
+    }
+    if (nslots == 0) {
+        free(sl);
+        return 0;
+    }
+    qsort(sl, (size_t)nslots, sizeof(*sl), eta_slot_cmp);
+    double ahead = work_ahead(s, j);
+    /* Capacity worked off by time t is sum over freed slots of speed x (t - free). */
+    double t = 0, rate = 0, left = ahead;
+    for (int k = 0; k < nslots; k++) {
+        double f = (double)(sl[k].free_ns - now) / 1e9;
+        if (rate > 0) {
+            if (rate * (f - t) >= left)
+                break;
+            left -= rate * (f - t);
+        }
+        t = f;
+        rate += sl[k].speed;
+        if (left <= 0)
+            break;
+    }
+    if (left > 0)
+        t += left / rate;
+    free(sl);
+    double run = j->cost_s / (speed_sum / nw);
+    *start_s = t > 0 ? t : 0;
+    *finish_s = *start_s + (warm ? 0 : sched_model_load_s(s, j->model)) + run;
+    return 0;
+}
+
+bool sched_job_parked(const struct sched *s, uint64_t job_id, char *reason, size_t n)
+{
+    if (!s)
+        return false;
+    struct sjob *j = hashmap_get_u64(&s->jobs, job_id);
+    if (!j || j->state != SJOB_QUEUED)
+        return false;
+    const struct squeue *q = &s->queues[j->qix];
+    if (!sched_parked(s, q) && sched_queue_servable(s, q))
+        return false;
+    if (reason && n > 0)
+        park_reason(s, j, reason, n);
+    return true;
+}
+
 int sched_job_eta(const struct sched *cs, uint64_t job_id, int64_t now, double *start_s,
                   double *finish_s)
 {
@@ -826,32 +1060,5 @@ int sched_job_eta(const struct sched *cs, uint64_t job_id, int64_t now, double *
         *finish_s = *start_s + j->est_load_s + j->est_run_s;
         return 0;
     }
-    /* Queued: the capability's backlog spread over its usable GPUs, after the
-     * soonest of them frees. */
-    struct scap *c = &s->caps[j->cap];
-    if (c->usable == 0)
-        return 0; /* unknown: no GPU can take it now */
-    double ahead = 0;
-    for (int l = 0; l < JOB_QUEUE_LISTS; l++)
-        for (struct sjob *q = c->q.head[l]; q; q = q->next) {
-            if (q == j)
-                break;
-            if (l <= j->qlist)
-                ahead += q->cost_s;
-        }
-    double soonest = -1;
-    for (int i = 0; i < s->nworkers; i++) {
-        struct sworker *w = s->workers[i];
-        if (!worker_usable(w) || sched_worker_cap_slot(w, j->cap) < 0)
-            continue;
-        sched_project(s, w, now);
-        double r = (double)(w->all_free_ns - now) / 1e9;
-        if (r < 0)
-            r = 0;
-        if (soonest < 0 || r < soonest)
-            soonest = r;
-    }
-    *start_s = (soonest > 0 ? soonest : 0) + ahead / c->usable;
-    *finish_s = *start_s + j->cost_s;
-    return 0;
+    return eta_queued(s, j, now, start_s, finish_s);
 }

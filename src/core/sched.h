@@ -78,7 +78,13 @@ struct job_spec {
     enum sched_tier tier;
     uint32_t width, height, steps, frames; /* 0 = not given */
     int64_t submit_ns;
-    char exclude_worker[SCHED_NAME_MAX];   /* retry: avoid this worker ("" = none) */
+    /* Retry: workers to avoid (those that failed the job). Borrowed for the
+     * call: sched_job_add copies them. The scheduler avoids every one of them
+     * while another worker of the capability that is alive, healthy, not
+     * draining, large enough for the model and not excluded exists; otherwise
+     * it may use an excluded one rather than strand the job. */
+    const char (*exclude)[SCHED_NAME_MAX];
+    int nexclude;
 };
 
 /* One scored (or rejected) candidate of a decision. */
@@ -172,8 +178,29 @@ struct sched_stats {
     int64_t holds;               /* decisions that kept a job queued for a full, better GPU */
 };
 void sched_stats(const struct sched *s, struct sched_stats *out);
-/* Estimated seconds until the job starts and finishes (R12); -1 if unknown. */
+/* sched_job_eta: estimated seconds from now until the job starts and finishes
+ * (R12), the one ETA gpuqd shows and gpuq-sim measures. Both are -1 (unknown)
+ * when no usable worker can hold the job's model (a parked job; see
+ * sched_job_parked). Running: its start plus estimated load and run; placed:
+ * its worker's projection (running jobs' estimated ends, then the jobs placed
+ * before it); queued: the slots of the usable workers that can hold its
+ * model free at their projected times and then work at their speeds, and the
+ * job starts once they have worked off the jobs of its capability queued
+ * ahead of it (higher lane/tier, or earlier in its own).
+ * Cost: running O(1); placed O(jobs placed on its worker) at most, usually
+ * O(1) (the projection is cached until the worker changes); queued
+ * O(W x C log(W x C) + A) for W workers of its capability with C slots each
+ * and A jobs queued ahead of it — microseconds for hundreds of GPUs, so it
+ * can be called on every read of a job. GPUQ_ENOENT for a job it does not
+ * hold. */
 int sched_job_eta(const struct sched *s, uint64_t job_id, int64_t now, double *start_s,
                   double *finish_s);
+/* sched_job_parked: true when the job waits because no usable worker of its
+ * capability can hold its model (every capable worker is gone, unhealthy,
+ * draining or quarantined, or too small); reason (>= 160 bytes, may be NULL)
+ * gets one readable line, e.g. "no ready worker serves model video for
+ * image.fast". Such jobs do not hold up other jobs; they are looked at again
+ * when the fleet changes. */
+bool sched_job_parked(const struct sched *s, uint64_t job_id, char *reason, size_t n);
 
 #endif

@@ -35,10 +35,23 @@ struct full_entry {
     struct sworker *w;
 };
 
+/* The waiting jobs of one (capability, model) pair. A capability's jobs are
+ * split by model so that a model no worker can take now never holds up the
+ * jobs of another (no head-of-line blocking across models). A queue whose
+ * model no usable member of the capability can hold is parked: dispatch skips
+ * it until the fleet changes (parked_ver != sched.fleet_ver), then looks
+ * again. Invariant: cost_s = sum of its jobs' cost_s. */
+struct squeue {
+    int cap, model;
+    struct job_queue q;
+    double cost_s;
+    uint64_t parked_ver; /* fleet version at which it was found unservable; 0 = never */
+};
+
 struct scap {
     char name[SCHED_NAME_MAX];
     struct heap full; /* lazy min-heap of full (usable, not open) member workers */
-    struct job_queue q;
+    int nqueued;      /* its jobs waiting, over all its models' queues */
     struct sworker **open;
     int nopen, capopen;
     int members, usable;
@@ -93,7 +106,10 @@ struct sched {
     int nworkers, capworkers;
     uint64_t next_worker_seq;
     int nclasses;
-    struct hashmap model_ix, cap_ix, class_ix, worker_ix, jobs;
+    struct squeue *queues;
+    int nqueues, capqueues;
+    uint64_t fleet_ver; /* bumped when workers or models change what can be served */
+    struct hashmap model_ix, cap_ix, class_ix, worker_ix, jobs, queue_ix;
     struct estimator *est;
     int nqueued, nplaced, nrunning;
     double backlog_s;
@@ -103,6 +119,11 @@ struct sched {
 };
 
 int sched_model_index(struct sched *s, const char *name, int64_t vram_hint);
+/* sched_queue_servable: some alive, usable member worker of q's capability can
+ * hold q's model (one pass over the workers). */
+bool sched_queue_servable(const struct sched *s, const struct squeue *q);
+/* sched_parked: q was found unservable and the fleet has not changed since. */
+bool sched_parked(const struct sched *s, const struct squeue *q);
 int sched_worker_cap_slot(const struct sworker *w, int cap);
 void sched_worker_sync_open(struct sched *s, struct sworker *w);
 /* sched_unplace takes a placed job off its worker (it is then in no list). */
@@ -115,10 +136,20 @@ void sched_commit(struct sched *s, struct sjob *j, struct sworker *w,
 struct sworker *sched_full_top(struct sched *s, int cap);
 
 /* sched_score.c */
+double sched_model_load_s(const struct sched *s, int model);
+double sched_worker_speed(const struct sworker *w); /* measured, else learned */
 void sched_project(struct sched *s, struct sworker *w, int64_t now);
 /* sched_score_one: scores j on w; returns 0, or a reason code it was filtered
  * (SCORE_F_*). */
-enum { SCORE_OK = 0, SCORE_F_CAP, SCORE_F_VRAM, SCORE_F_BUSY, SCORE_F_UNHEALTHY };
+enum { SCORE_OK = 0, SCORE_F_CAP, SCORE_F_VRAM, SCORE_F_BUSY, SCORE_F_UNHEALTHY, SCORE_F_EXCLUDED };
+/* sched_worker_can_hold: model fits w's VRAM beside its pinned models (always
+ * true for no model). */
+bool sched_worker_can_hold(const struct sched *s, const struct sworker *w, int model);
+/* sched_job_excludes: worker_id is in j's exclusion list. */
+bool sched_job_excludes(const struct sjob *j, const char *worker_id);
+/* sched_exclusion_binds: another usable member worker could take j, so its
+ * excluded workers must be avoided (else they may serve it). */
+bool sched_exclusion_binds(const struct sched *s, const struct sjob *j);
 int sched_score_one(struct sched *s, struct sworker *w, const struct sjob *j, int64_t now,
                     struct sched_candidate *c);
 /* true when a ranks before b (lower completion time, then load ratio, speed, order). */

@@ -57,6 +57,16 @@ static double model_load_s(const struct sched *s, int model)
     return estimator_load_s(s->est, model, (double)m->info.load_ms / 1000.0);
 }
 
+double sched_model_load_s(const struct sched *s, int model)
+{
+    return model_load_s(s, model);
+}
+
+double sched_worker_speed(const struct sworker *w)
+{
+    return w->info.speed > 0 ? w->info.speed : w->learned_speed;
+}
+
 static double eviction_cost(const struct sched *s, int model)
 {
     const struct smodel *m = &s->models[model];
@@ -184,6 +194,41 @@ void sched_project(struct sched *s, struct sworker *w, int64_t now)
     w->dirty = false;
 }
 
+bool sched_worker_can_hold(const struct sched *s, const struct sworker *w, int model)
+{
+    if (!s->models[model].info.name[0])
+        return true;
+    int64_t pinned_other = 0;
+    for (int i = 0; i < w->info.nloaded; i++)
+        if (w->info.loaded[i].pinned && w->loaded_model[i] != model)
+            pinned_other += w->info.loaded[i].vram_mb;
+    return s->models[model].info.vram_mb <= w->info.vram_total_mb - pinned_other;
+}
+
+bool sched_job_excludes(const struct sjob *j, const char *worker_id)
+{
+    for (int i = 0; i < j->spec.nexclude; i++)
+        if (strcmp(j->spec.exclude[i], worker_id) == 0)
+            return true;
+    return false;
+}
+
+/* Exclusions bind while some worker could still take the job without them:
+ * a member of its capability, usable, large enough for its model and not
+ * excluded. Costs one pass over the workers; only jobs with exclusions that
+ * meet an excluded worker pay it. */
+bool sched_exclusion_binds(const struct sched *s, const struct sjob *j)
+{
+    for (int i = 0; i < s->nworkers; i++) {
+        const struct sworker *w = s->workers[i];
+        if (w->alive && w->info.healthy && !w->info.draining &&
+            sched_worker_cap_slot(w, j->cap) >= 0 && sched_worker_can_hold(s, w, j->model) &&
+            !sched_job_excludes(j, w->info.id))
+            return true;
+    }
+    return false;
+}
+
 static double worker_speed(const struct sworker *w)
 {
     return w->info.speed > 0 ? w->info.speed : w->learned_speed;
@@ -211,21 +256,15 @@ int sched_score_one(struct sched *s, struct sworker *w, const struct sjob *j, in
 {
     memset(c, 0, sizeof(*c));
     snprintf(c->worker_id, sizeof(c->worker_id), "%s", w->info.id);
-    if (!w->info.healthy || w->info.draining ||
-        (j->spec.exclude_worker[0] && strcmp(j->spec.exclude_worker, w->info.id) == 0))
+    if (!w->info.healthy || w->info.draining)
         return SCORE_F_UNHEALTHY;
     if (sched_worker_cap_slot(w, j->cap) < 0)
         return SCORE_F_CAP;
     bool has_model = j->spec.model[0] != '\0';
-    const struct smodel *m = &s->models[j->model];
-    if (has_model) {
-        int64_t pinned_other = 0;
-        for (int i = 0; i < w->info.nloaded; i++)
-            if (w->info.loaded[i].pinned && w->loaded_model[i] != j->model)
-                pinned_other += w->info.loaded[i].vram_mb;
-        if (m->info.vram_mb > w->info.vram_total_mb - pinned_other)
-            return SCORE_F_VRAM;
-    }
+    if (!sched_worker_can_hold(s, w, j->model))
+        return SCORE_F_VRAM;
+    if (sched_job_excludes(j, w->info.id) && sched_exclusion_binds(s, j))
+        return SCORE_F_EXCLUDED;
     if (fanout_blocks(s, w, j))
         return SCORE_F_BUSY;
     sched_project(s, w, now);
@@ -363,7 +402,7 @@ struct sworker *sched_decide(struct sched *s, struct sjob *j, int64_t now,
     struct sworker *fw = sched_full_top(s, j->cap);
     if (fw && sched_score_one(s, fw, j, now, &c) == SCORE_OK) {
         int nfull = cap->usable - cap->nopen;
-        int behind = j->state == SJOB_QUEUED ? cap->q.count - 1 : 0;
+        int behind = j->state == SJOB_QUEUED ? s->queues[j->qix].q.count - 1 : 0;
         double backlog = behind > 0 ? behind * c.run_s / (nfull > 0 ? nfull : 1) : 0;
         if (c.score_s + backlog + s->cfg.move_margin_s < why->cand[0].score_s) {
             s->holds++;

@@ -39,6 +39,7 @@ struct poller {
 struct dmsg {
     enum dmsg_kind kind;
     struct job_spec spec;
+    char exclude[1][SCHED_NAME_MAX]; /* spec.exclude points here */
     uint64_t job_id;
     char worker_id[SCHED_NAME_MAX];
     bool ok;
@@ -98,7 +99,9 @@ static void post(struct dispatcher *d, struct dmsg *m)
     pthread_mutex_unlock(&d->lock);
 }
 
-static void spec_from_rec(const struct job_rec *rec, struct job_spec *spec)
+/* excl holds the one excluded worker spec->exclude points at (kept by the caller). */
+static void spec_from_rec(const struct job_rec *rec, struct job_spec *spec,
+                          char excl[1][SCHED_NAME_MAX])
 {
     memset(spec, 0, sizeof *spec);
     spec->id = rec->id;
@@ -111,14 +114,18 @@ static void spec_from_rec(const struct job_rec *rec, struct job_spec *spec)
     spec->steps = rec->steps;
     spec->frames = rec->frames;
     spec->submit_ns = clock_mono_ns() - (clock_wall_ms() - rec->created_ms) * NS_PER_MS;
-    snprintf(spec->exclude_worker, sizeof spec->exclude_worker, "%s", rec->exclude_worker);
+    if (rec->exclude_worker[0]) {
+        snprintf(excl[0], SCHED_NAME_MAX, "%s", rec->exclude_worker);
+        spec->exclude = (const char(*)[SCHED_NAME_MAX])excl;
+        spec->nexclude = 1;
+    }
 }
 
 void dispatcher_job_add(struct dispatcher *d, const struct job_rec *rec)
 {
     struct dmsg *m = xcalloc(1, sizeof *m);
     m->kind = M_JOB_ADD;
-    spec_from_rec(rec, &m->spec);
+    spec_from_rec(rec, &m->spec, m->exclude);
     post(d, m);
 }
 
@@ -277,11 +284,12 @@ static bool assign(struct dispatcher *d, struct poller *p, uint64_t job_id)
 static void readd(struct dispatcher *d, uint64_t job_id, int64_t now)
 {
     struct job_spec spec;
+    char excl[1][SCHED_NAME_MAX];
     bool found = false;
     jobs_lock(d->h->jobs);
     struct hjob *j = jobs_find(d->h->jobs, job_id);
     if (j && j->rec.state == JOB_QUEUED) {
-        spec_from_rec(&j->rec, &spec);
+        spec_from_rec(&j->rec, &spec, excl);
         found = true;
     }
     jobs_unlock(d->h->jobs);
@@ -535,7 +543,8 @@ void dispatcher_destroy(struct dispatcher *d)
 double dispatcher_estimate_cost(struct dispatcher *d, const struct job_rec *rec)
 {
     struct job_spec spec;
-    spec_from_rec(rec, &spec);
+    char excl[1][SCHED_NAME_MAX];
+    spec_from_rec(rec, &spec, excl);
     pthread_rwlock_rdlock(&d->sched_lock);
     double cost = sched_estimate_cost(d->sched, &spec);
     pthread_rwlock_unlock(&d->sched_lock);

@@ -109,6 +109,8 @@ int main(int argc, char **argv)
         printf("workload %s: %d jobs, %d GPUs, seed %llu\n", wl->name, njobs, wl->ngpus, seed);
         report_table(stdout, reps, nrun);
     }
+    for (int i = 0; i < nrun; i++)
+        report_fini(&reps[i]);
     free(reps);
     free(jobs);
     workload_destroy(wl);

@@ -1,16 +1,24 @@
 /* policy_gpuq.c: the gpuq policy in the simulator — the production scheduler
- * core (src/core/sched.h) driven with simulated time. The simulator plays the
- * head (job add/finish, dispatch) and the agents (take, telemetry, VRAM). */
+ * core (src/core/sched.h) and per-GPU circuit breakers (src/core/breaker.h)
+ * driven with simulated time; retries avoid every GPU in the job's failed set
+ * (src/core/lifecycle.h). The simulator plays the head (job add/finish,
+ * dispatch, quarantine) and the agents (take, telemetry, VRAM). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/alloc.h"
 #include "common/clock.h"
+#include "core/breaker.h"
 #include "sim/sim.h"
 
+/* Invariant: br[g] is GPU g's breaker; fill_worker applies it to what the
+ * scheduler sees. */
 struct gpuq_state {
     struct sched *sched;
+    struct breaker_policy bp;
+    struct breaker *br;
+    bool probe_started; /* a half-open GPU took its probe during this feed */
 };
 
 static int64_t ns(double t)
@@ -43,6 +51,8 @@ static void fill_worker(struct sim *s, int gpu, struct worker_info *w)
     /* The measured speed score (operator-measured throughput x clocks now). */
     w->speed = sim_gpu_speed(s, gpu);
     w->healthy = g->alive;
+    struct gpuq_state *st = s->pstate;
+    breaker_apply(&st->br[gpu], w);
 }
 
 static void update(struct sim *s, int gpu)
@@ -58,6 +68,18 @@ static int job_index(uint64_t id)
     return (int)(id - 1);
 }
 
+/* A job started on g: on a half-open GPU it is the probe, and the GPU takes
+ * nothing more until it ends. */
+static void started(struct sim *s, int g)
+{
+    struct gpuq_state *st = s->pstate;
+    if (st->br[g].state != BREAKER_HALF_OPEN)
+        return;
+    breaker_assigned(&st->br[g]);
+    update(s, g);
+    st->probe_started = true;
+}
+
 /* Hand each GPU with a free slot what the core placed there. */
 static void feed(struct sim *s)
 {
@@ -65,8 +87,10 @@ static void feed(struct sim *s)
     for (int g = 0; g < s->ngpus; g++) {
         struct sim_gpu *gp = &s->gpus[g];
         /* A job taken but blocked on VRAM held by running jobs starts first. */
-        while (gp->head >= 0 && sim_gpu_has_slot(s, g) && sim_start(s, g, gp->head))
+        while (gp->head >= 0 && sim_gpu_has_slot(s, g) && sim_start(s, g, gp->head)) {
             sim_gpu_dequeue(s, g);
+            started(s, g);
+        }
         while (gp->head < 0 && sim_gpu_has_slot(s, g)) {
             uint64_t id;
             if (sched_take(st->sched, gp->spec->id, ns(s->now), &id) != 0)
@@ -76,6 +100,7 @@ static void feed(struct sim *s)
                 sim_gpu_enqueue(s, g, j);
                 break;
             }
+            started(s, g);
         }
     }
 }
@@ -83,15 +108,21 @@ static void feed(struct sim *s)
 static void kick(struct sim *s)
 {
     struct gpuq_state *st = s->pstate;
-    int64_t t0 = clock_mono_ns();
-    int n = sched_dispatch(st->sched, ns(s->now), NULL, NULL);
-    int64_t dt = clock_mono_ns() - t0;
-    if (n > 0) {
-        double per = (double)dt / 1e3 / n;
-        for (int i = 0; i < n; i++)
-            sim_record_decision(s, per);
+    for (int round = 0; round < 2; round++) {
+        int64_t t0 = clock_mono_ns();
+        int n = sched_dispatch(st->sched, ns(s->now), NULL, NULL);
+        int64_t dt = clock_mono_ns() - t0;
+        if (n > 0) {
+            double per = (double)dt / 1e3 / n;
+            for (int i = 0; i < n; i++)
+                sim_record_decision(s, per);
+        }
+        st->probe_started = false;
+        feed(s);
+        /* A probe start sends the jobs placed behind it back to the queue. */
+        if (!st->probe_started)
+            break;
     }
-    feed(s);
 }
 
 static void g_init(struct sim *s)
@@ -99,6 +130,10 @@ static void g_init(struct sim *s)
     struct gpuq_state *st = xcalloc(1, sizeof(*st));
     s->pstate = st;
     st->sched = sched_create(&s->wl->sched);
+    st->bp = s->wl->breaker;
+    st->br = xcalloc((size_t)s->ngpus, sizeof(*st->br));
+    for (int g = 0; g < s->ngpus; g++)
+        breaker_init(&st->br[g]);
     for (int i = 0; i < s->wl->nmodels; i++) {
         const struct wl_model *m = &s->wl->models[i];
         struct model_info mi;
@@ -125,6 +160,7 @@ static void g_fini(struct sim *s)
 {
     struct gpuq_state *st = s->pstate;
     sched_destroy(st->sched);
+    free(st->br);
     free(st);
 }
 
@@ -145,18 +181,42 @@ static void g_arrive(struct sim *s, int job)
     spec.steps = j->size.steps;
     spec.frames = j->size.frames;
     spec.submit_ns = ns(j->submit_t);
-    if (j->last_gpu >= 0 && sim_excluded(s, j, j->last_gpu))
-        snprintf(spec.exclude_worker, sizeof(spec.exclude_worker), "%s",
-                 s->gpus[j->last_gpu].spec->id);
+    lc_exclusions(&j->lc, &spec.exclude, &spec.nexclude);
+    bool first = j->lc.attempt == 0 && j->eta_pred < 0 && j->submit_t == s->now;
     sched_job_add(st->sched, &spec, ns(s->now));
     kick(s);
+    /* The ETA a caller would see right after submitting (first arrival only). */
+    if (first) {
+        double start_s, finish_s;
+        if (sched_job_eta(st->sched, j->id, ns(s->now), &start_s, &finish_s) == 0 &&
+            finish_s >= 0)
+            s->jobs[job].eta_pred = finish_s;
+    }
 }
 
-static void g_job_end(struct sim *s, int job, int gpu, bool ok, double load_s, double run_s)
+static void g_job_end(struct sim *s, int job, int gpu, bool ok, const char *cls, double load_s,
+                      double run_s)
 {
-    (void)gpu;
     struct gpuq_state *st = s->pstate;
     sched_job_finished(st->sched, s->jobs[job].id, ok, ns(load_s), ns(run_s), ns(s->now));
+    enum breaker_event ev = breaker_record(&st->bp, &st->br[gpu], ok, cls, ns(s->now));
+    if (ev == BREAKER_EV_OPENED)
+        sim_note_quarantine(s, gpu);
+    if (ev != BREAKER_EV_NONE)
+        update(s, gpu);
+}
+
+static void g_tick(struct sim *s)
+{
+    struct gpuq_state *st = s->pstate;
+    bool any = false;
+    for (int g = 0; g < s->ngpus; g++)
+        if (breaker_tick(&st->bp, &st->br[g], ns(s->now)) != BREAKER_EV_NONE) {
+            update(s, g);
+            any = true;
+        }
+    if (any)
+        kick(s);
 }
 
 static void g_free(struct sim *s, int gpu)
@@ -201,4 +261,5 @@ const struct policy policy_gpuq = {
     .gpu_down = g_down,
     .gpu_up = g_up,
     .gpu_changed = g_changed,
+    .tick = g_tick,
 };

@@ -52,7 +52,7 @@ void report_make(const struct sim *s, struct report *r)
             if (j->cap != c)
                 continue;
             cr->jobs++;
-            if (j->failed)
+            if (j->failed || j->dead)
                 continue;
             /* Unfinished jobs count with the latency they had at the stop. */
             double l = (j->done ? j->finish_t : s->now) - j->submit_t;
@@ -86,11 +86,40 @@ void report_make(const struct sim *s, struct report *r)
     for (int i = 0; i < s->njobs; i++) {
         if (s->jobs[i].done)
             r->completed++;
-        else if (s->jobs[i].failed)
+        else if (s->jobs[i].failed || s->jobs[i].dead)
             r->failed++;
         else
             r->unfinished++;
+        if (s->jobs[i].dead)
+            r->dead++;
     }
+    r->jobs_lost = r->unfinished;
+    r->retries_on_failed_gpu = s->retries_on_failed_gpu;
+    r->ngpus = s->ngpus;
+    r->gpus = xcalloc((size_t)(s->ngpus ? s->ngpus : 1), sizeof(*r->gpus));
+    for (int g = 0; g < s->ngpus; g++) {
+        const struct sim_gpu *gp = &s->gpus[g];
+        r->gpus[g] = (struct gpu_report){gp->spec->id, gp->attempts, gp->failures,
+                                         gp->before_quarantine, gp->quarantines};
+    }
+    double *err = xmalloc((size_t)(s->njobs + 1) * sizeof(double));
+    for (int lane = 0; lane < 2; lane++) {
+        int n = 0;
+        for (int i = 0; i < s->njobs; i++) {
+            const struct sim_job *j = &s->jobs[i];
+            if (j->eta_pred >= 0)
+                r->has_eta = true;
+            if (j->eta_pred < 0 || !j->done || (int)wl->caps[j->cap].lane != lane)
+                continue;
+            double actual = j->finish_t - j->submit_t;
+            if (actual > 0)
+                err[n++] = fabs(j->eta_pred - actual) / actual;
+        }
+        r->eta[lane].n = n;
+        r->eta[lane].p50 = report_percentile(err, n, 0.50);
+        r->eta[lane].p90 = report_percentile(err, n, 0.90);
+    }
+    free(err);
     r->throughput_per_hour = r->completed / (makespan / 3600.0);
     r->utilization = slots > 0 ? busy / (slots * makespan) : 0;
     int64_t acc = s->m.hits + s->m.misses;
@@ -102,6 +131,12 @@ void report_make(const struct sim *s, struct report *r)
     r->decision_p50_us = report_percentile(d, (int)s->m.ndec, 0.50);
     r->decision_p99_us = report_percentile(d, (int)s->m.ndec, 0.99);
     free(d);
+}
+
+void report_fini(struct report *r)
+{
+    free(r->gpus);
+    r->gpus = NULL;
 }
 
 static json_t *num(double v)
@@ -153,6 +188,38 @@ json_t *report_json(const struct report *r, bool with_timing)
     json_object_set_new(o, "evictions", json_integer(r->evictions));
     json_object_set_new(o, "makespan_s", num(r->makespan_s));
     json_object_set_new(o, "per_capability", extra);
+    json_object_set_new(o, "dead", json_integer(r->dead));
+    json_object_set_new(o, "jobs_lost", json_integer(r->jobs_lost));
+    json_object_set_new(o, "retries_on_failed_gpu", json_integer(r->retries_on_failed_gpu));
+    if (r->has_eta) {
+        json_t *e = json_object();
+        const char *lanes[2] = {"interactive", "batch"};
+        for (int l = 0; l < 2; l++) {
+            if (r->eta[l].n == 0) {
+                json_object_set_new(e, lanes[l], json_null());
+                continue;
+            }
+            json_t *p = json_object();
+            json_object_set_new(p, "p50", num(r->eta[l].p50));
+            json_object_set_new(p, "p90", num(r->eta[l].p90));
+            json_object_set_new(p, "jobs", json_integer(r->eta[l].n));
+            json_object_set_new(e, lanes[l], p);
+        }
+        json_object_set_new(o, "eta_error", e);
+    } else {
+        json_object_set_new(o, "eta_error", json_null());
+    }
+    json_t *gpus = json_object();
+    for (int g = 0; g < r->ngpus; g++) {
+        json_t *x = json_object();
+        json_object_set_new(x, "attempts", json_integer(r->gpus[g].attempts));
+        json_object_set_new(x, "failures", json_integer(r->gpus[g].failures));
+        json_object_set_new(x, "jobs_before_quarantine",
+                            json_integer(r->gpus[g].before_quarantine));
+        json_object_set_new(x, "quarantines", json_integer(r->gpus[g].quarantines));
+        json_object_set_new(gpus, r->gpus[g].id, x);
+    }
+    json_object_set_new(o, "gpus", gpus);
     return o;
 }
 
@@ -192,6 +259,22 @@ void report_table(FILE *f, const struct report *r, int n)
     ROW("completed", r[i].completed, "d");
     ROW("failed", r[i].failed, "d");
     ROW("unfinished", r[i].unfinished, "d");
+    ROW("dead-lettered", r[i].dead, "d");
+    ROW("retries on a failed GPU", (long long)r[i].retries_on_failed_gpu, "lld");
+    for (int l = 0; l < 2; l++) {
+        char label[64];
+        snprintf(label, sizeof(label), "ETA error %s p50/p90", l == 0 ? "interactive" : "batch");
+        fprintf(f, "%-28s", label);
+        for (int i = 0; i < n; i++) {
+            char cell[32];
+            if (r[i].has_eta && r[i].eta[l].n > 0)
+                snprintf(cell, sizeof(cell), "%.3f/%.3f", r[i].eta[l].p50, r[i].eta[l].p90);
+            else
+                snprintf(cell, sizeof(cell), "-");
+            fprintf(f, " %13s", cell);
+        }
+        fprintf(f, "\n");
+    }
     ROW("decision p50 us", r[i].decision_p50_us, ".2f");
     ROW("decision p99 us", r[i].decision_p99_us, ".2f");
 #undef ROW

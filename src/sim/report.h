@@ -18,6 +18,18 @@ struct cap_report {
     double slo_s, slo_attainment;
 };
 
+struct gpu_report {
+    const char *id;
+    int64_t attempts, failures, before_quarantine;
+    int quarantines;
+};
+
+/* ETA error at submit, |predicted - actual| / actual latency, per lane. */
+struct eta_report {
+    int n;               /* jobs with a prediction that finished; 0 = none */
+    double p50, p90;
+};
+
 struct report {
     const char *policy;
     int ncaps;
@@ -26,11 +38,18 @@ struct report {
     double throughput_per_hour, utilization, cache_hit_ratio;
     int64_t cold_loads, evictions;
     int completed, failed, unfinished;
+    int dead, jobs_lost;             /* dead-lettered; accepted but neither done nor ended */
+    int64_t retries_on_failed_gpu;
+    bool has_eta;                    /* the policy predicts ETAs (gpuq) */
+    struct eta_report eta[2];        /* by enum sched_lane */
+    struct gpu_report *gpus;         /* owned: report_fini frees */
+    int ngpus;
     double decision_p50_us, decision_p99_us;
     double makespan_s;
 };
 
 void report_make(const struct sim *s, struct report *r);
+void report_fini(struct report *r);
 /* report_json: the object for one policy (caller decrefs). with_timing=false
  * leaves decision_us out (wall-clock figures differ between identical runs). */
 json_t *report_json(const struct report *r, bool with_timing);

@@ -4,6 +4,7 @@
 #include "sim/sim.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,7 +92,8 @@ struct sim_job *sim_make_jobs(const struct workload *wl, uint64_t seed, int *njo
                 if (wl->gpus[g].caps[k] == j->cap && wl->gpus[g].speed > best)
                     best = wl->gpus[g].speed;
         j->min_run_s = j->base_run_s / (best > 0 ? best : 1);
-        j->last_gpu = -1;
+        lc_init(&j->lc, 0, 0);
+        j->eta_pred = -1;
         j->next = -1;
     }
     free(times);
@@ -164,12 +166,23 @@ bool sim_gpu_has_cap(const struct sim *s, int gpu, int cap)
 
 bool sim_excluded(const struct sim *s, const struct sim_job *j, int gpu)
 {
-    if (j->attempts == 0 || j->last_gpu != gpu)
+    if (!lc_failed_on(&j->lc, s->gpus[gpu].spec->id))
         return false;
     for (int g = 0; g < s->ngpus; g++)
-        if (g != gpu && s->gpus[g].alive && sim_gpu_has_cap(s, g, j->cap))
+        if (g != gpu && s->gpus[g].alive && sim_gpu_has_cap(s, g, j->cap) &&
+            !lc_failed_on(&j->lc, s->gpus[g].spec->id))
             return true;
     return false;
+}
+
+void sim_note_quarantine(struct sim *s, int gpu)
+{
+    s->gpus[gpu].quarantines++;
+}
+
+struct lc_now sim_lc_now(const struct sim *s)
+{
+    return (struct lc_now){(int64_t)(s->now * 1e9), (int64_t)(s->now * 1e3)};
 }
 
 static int res_find(const struct sim_gpu *g, int model)
@@ -228,35 +241,64 @@ int sim_gpu_dequeue(struct sim *s, int gpu)
     return j;
 }
 
-enum fault { FAULT_NONE, FAULT_OOM, FAULT_STUCK, FAULT_CORRUPT };
+enum sim_fault { FAULT_NONE, FAULT_FAIL, FAULT_HANG, FAULT_QC };
 
-static enum fault job_fault(const struct sim *s, const struct sim_job *j, int attempt)
+/* A uniform draw in [0, 1) fixed by (job, attempt, gpu, what): the same for
+ * every policy that starts that attempt there, whatever the event order. */
+static double draw(uint64_t job, int attempt, int gpu, int what)
 {
-    double u = j->fault_u[attempt < SIM_MAX_ATTEMPTS ? attempt : SIM_MAX_ATTEMPTS - 1];
+    uint64_t x = job * UINT64_C(0x9E3779B97F4A7C15) ^ ((uint64_t)(uint32_t)attempt << 40) ^
+                 ((uint64_t)(uint32_t)gpu << 8) ^ (uint64_t)(uint32_t)what;
+    x ^= x >> 30;
+    x *= UINT64_C(0xBF58476D1CE4E5B9);
+    x ^= x >> 27;
+    x *= UINT64_C(0x94D049BB133111EB);
+    x ^= x >> 31;
+    return (double)(x >> 11) / 9007199254740992.0;
+}
+
+/* The fault of attempt a (0-based) of j on gpu: the workload-wide draws first
+ * (oom, stuck, corrupt), then the GPU's own (fleet[].faults). */
+static enum sim_fault job_fault(const struct sim *s, const struct sim_job *j, int a, int gpu,
+                                char cls[16])
+{
+    double u = j->fault_u[a % SIM_MAX_ATTEMPTS];
     const struct workload *wl = s->wl;
-    if (u < wl->p_oom)
-        return FAULT_OOM;
+    snprintf(cls, 16, "%s", "");
+    if (u < wl->p_oom) {
+        snprintf(cls, 16, "oom");
+        return FAULT_FAIL;
+    }
     if (u < wl->p_oom + wl->p_stuck)
-        return FAULT_STUCK;
-    if (u < wl->p_oom + wl->p_stuck + wl->p_corrupt)
-        return FAULT_CORRUPT;
+        return FAULT_HANG;
+    if (u < wl->p_oom + wl->p_stuck + wl->p_corrupt) {
+        snprintf(cls, 16, "qc");
+        return FAULT_QC;
+    }
+    const struct wl_gpu_faults *f = &s->gpus[gpu].spec->faults;
+    double v = draw(j->id, a, gpu, 1);
+    if (v < f->fail_share) {
+        snprintf(cls, 16, "%s", f->fail_class);
+        return FAULT_FAIL;
+    }
+    if (v < f->fail_share + f->hang_share)
+        return FAULT_HANG;
     return FAULT_NONE;
 }
 
-/* How long this attempt runs: the full run, cut short by an OOM, or until the
- * stuck-runtime timeout. */
-static double attempt_run_s(const struct sim *s, const struct sim_job *j,
-                            const struct sim_slot *sl)
+/* Schedules the end of the running phase: the full run, cut short by a
+ * failure part-way, or never for a hung attempt (its lease ends it). */
+static void schedule_run(struct sim *s, int gpu, int slot)
 {
-    int a = (j->attempts - 1) % SIM_MAX_ATTEMPTS;
-    switch (job_fault(s, j, j->attempts - 1)) {
-    case FAULT_OOM:
-        return sl->run_s * j->fault_frac[a];
-    case FAULT_STUCK:
-        return s->wl->stuck_timeout_s;
-    default:
-        return sl->run_s;
-    }
+    struct sim_slot *sl = &s->gpus[gpu].slots[slot];
+    const struct sim_job *j = &s->jobs[sl->job];
+    if (sl->fault == FAULT_HANG)
+        return;
+    double run = sl->run_s;
+    if (sl->fault == FAULT_FAIL)
+        run *= j->fault_frac[(j->lc.attempt - 1) % SIM_MAX_ATTEMPTS];
+    sl->phase_end = s->now + run;
+    push_ev(s, sl->phase_end, EV_PHASE_END, gpu, slot, sl->gen);
 }
 
 bool sim_start(struct sim *s, int gpu, int job)
@@ -312,7 +354,15 @@ bool sim_start(struct sim *s, int gpu, int job)
         s->m.hits++;
     }
     temp_advance(s, g);
-    double speed = sim_gpu_speed(s, gpu);
+    double speed = sim_gpu_speed(s, gpu) * g->spec->faults.speed_factor;
+    const char *wid = g->spec->id;
+    if (lc_failed_on(&j->lc, wid))
+        s->retries_on_failed_gpu++;
+    if (lc_assign(&s->lcp, &j->lc, wid, sim_lc_now(s)) != 0)
+        abort(); /* a job starts only from QUEUED: a simulator bug */
+    g->attempts++;
+    if (g->quarantines == 0)
+        g->before_quarantine++;
     g->busy++;
     struct sim_slot *sl = &g->slots[slot];
     sl->job = job;
@@ -321,18 +371,17 @@ bool sim_start(struct sim *s, int gpu, int job)
     sl->run_s = j->base_run_s / speed;
     sl->started = s->now;
     sl->warm = warm;
-    if (j->attempts == 0)
+    sl->fault = job_fault(s, j, j->lc.attempt - 1, gpu, sl->cls);
+    if (j->lc.attempt == 1)
         j->start_t = s->now;
-    j->attempts++;
-    j->last_gpu = gpu;
     if (load_s > 0) {
         sl->phase = SLOT_LOADING;
         sl->phase_end = s->now + load_s;
+        push_ev(s, sl->phase_end, EV_PHASE_END, gpu, slot, sl->gen);
     } else {
         sl->phase = SLOT_RUNNING;
-        sl->phase_end = s->now + attempt_run_s(s, j, sl);
+        schedule_run(s, gpu, slot);
     }
-    push_ev(s, sl->phase_end, EV_PHASE_END, gpu, slot, sl->gen);
     changed(s, gpu);
     return true;
 }
@@ -346,17 +395,50 @@ static void slot_release(struct sim *s, struct sim_gpu *g, struct sim_slot *sl)
     sl->job = -1;
 }
 
-/* A job's attempt failed: retry through the policy or give up. */
-static void job_failed_attempt(struct sim *s, int job)
+/* What the lifecycle decided after a failed attempt: retry through the
+ * policy, or the job ends (dead-lettered, failed, expired). */
+static void after_failure(struct sim *s, int job, enum lc_next next)
 {
     struct sim_job *j = &s->jobs[job];
-    if (j->attempts > s->wl->retries) {
-        j->failed = true;
-        j->finish_t = s->now;
-        s->outstanding--;
+    if (next == LC_NEXT_RETRY) {
+        s->pol->arrive(s, job);
         return;
     }
-    s->pol->arrive(s, job);
+    if (next == LC_NEXT_DEAD)
+        j->dead = true;
+    else
+        j->failed = true;
+    j->finish_t = s->now;
+    s->outstanding--;
+}
+
+/* The attempt in slot ended in failure (the lifecycle already knows): the
+ * runtime restarts — its VRAM is cleared (models still used by other slots
+ * stay), the slot is out for restart_s — and the policy hears of it. */
+static void slot_failed(struct sim *s, int gpu, int slot, const char *cls)
+{
+    struct sim_gpu *g = &s->gpus[gpu];
+    struct sim_slot *sl = &g->slots[slot];
+    int job = sl->job;
+    double load_s = sl->phase == SLOT_LOADING ? s->now - sl->started : sl->load_s;
+    double run_s = sl->phase == SLOT_LOADING ? 0 : s->now - sl->started - sl->load_s;
+    slot_release(s, g, sl);
+    g->failures++;
+    int n = 0;
+    for (int i = 0; i < g->nres; i++) {
+        if (model_in_use(s, g, g->res[i].model))
+            g->res[n++] = g->res[i];
+        else
+            g->free_mb += s->wl->models[g->res[i].model].vram_mb;
+    }
+    g->nres = n;
+    if (s->pol->job_end)
+        s->pol->job_end(s, job, gpu, false, cls, load_s, run_s);
+    sl->phase = SLOT_RESTART;
+    sl->job = -1;
+    sl->gen++;
+    push_ev(s, s->now + s->wl->restart_s, EV_PHASE_END, gpu, slot, sl->gen);
+    changed(s, gpu);
 }
 
 static void run_end(struct sim *s, int gpu, int slot)
@@ -365,44 +447,60 @@ static void run_end(struct sim *s, int gpu, int slot)
     struct sim_slot *sl = &g->slots[slot];
     int job = sl->job;
     struct sim_job *j = &s->jobs[job];
-    enum fault f = job_fault(s, j, j->attempts - 1);
     double load_s = sl->load_s, run_s = s->now - sl->started - sl->load_s;
     int model = s->wl->caps[j->cap].model;
     int r = res_find(g, model);
     if (r >= 0)
         g->res[r].last_used = s->now;
-    slot_release(s, g, sl);
-    if (f == FAULT_NONE) {
-        j->done = true;
-        j->finish_t = s->now;
-        j->service_s = load_s + run_s;
-        s->outstanding--;
-        if (s->pol->job_end)
-            s->pol->job_end(s, job, gpu, true, load_s, run_s);
-    } else {
-        /* The runtime restarts: its VRAM is cleared (models still used by
-         * other slots stay), the slot is out for restart_s. */
-        int n = 0;
-        for (int i = 0; i < g->nres; i++) {
-            if (model_in_use(s, g, g->res[i].model))
-                g->res[n++] = g->res[i];
-            else
-                g->free_mb += s->wl->models[g->res[i].model].vram_mb;
-        }
-        g->nres = n;
-        if (s->pol->job_end)
-            s->pol->job_end(s, job, gpu, false, load_s, run_s);
-        sl->phase = SLOT_RESTART;
-        sl->job = -1;
-        sl->gen++;
-        push_ev(s, s->now + s->wl->restart_s, EV_PHASE_END, gpu, slot, sl->gen);
-        changed(s, gpu);
-        job_failed_attempt(s, job);
+    if (sl->fault != FAULT_NONE) {
+        char cls[16];
+        snprintf(cls, sizeof(cls), "%s", sl->cls);
+        enum lc_next next = LC_NEXT_NONE;
+        lc_fail(&s->lcp, &j->lc, g->spec->id, j->lc.attempt, cls, "simulated fault",
+                sim_lc_now(s), NULL, &next);
+        slot_failed(s, gpu, slot, cls);
+        after_failure(s, job, next);
         return;
     }
+    slot_release(s, g, sl);
+    lc_succeed(&j->lc, g->spec->id, j->lc.attempt, sim_lc_now(s), NULL);
+    j->done = true;
+    j->finish_t = s->now;
+    j->service_s = load_s + run_s;
+    s->outstanding--;
+    if (s->pol->job_end)
+        s->pol->job_end(s, job, gpu, true, "", load_s, run_s);
     changed(s, gpu);
     if (s->pol->gpu_free)
         s->pol->gpu_free(s, gpu);
+}
+
+/* Leases: running attempts that make progress renew theirs (the agent's
+ * heartbeat); a hung one stops, and lc_check ends it when its lease runs
+ * out. */
+static void check_leases(struct sim *s)
+{
+    struct lc_now now = sim_lc_now(s);
+    for (int gpu = 0; gpu < s->ngpus; gpu++) {
+        struct sim_gpu *g = &s->gpus[gpu];
+        if (!g->alive)
+            continue;
+        for (int k = 0; k < g->spec->concurrency; k++) {
+            struct sim_slot *sl = &g->slots[k];
+            if (sl->phase != SLOT_LOADING && sl->phase != SLOT_RUNNING)
+                continue;
+            struct sim_job *j = &s->jobs[sl->job];
+            if (sl->fault != FAULT_HANG || sl->phase == SLOT_LOADING)
+                lc_renew(&s->lcp, &j->lc, g->spec->id, j->lc.attempt, now);
+            enum lc_next next = LC_NEXT_NONE;
+            lc_check(&s->lcp, &j->lc, now, NULL, &next);
+            if (next == LC_NEXT_NONE)
+                continue;
+            int job = sl->job;
+            slot_failed(s, gpu, k, "lease");
+            after_failure(s, job, next);
+        }
+    }
 }
 
 static void phase_end(struct sim *s, int gpu, int slot, uint32_t gen)
@@ -420,8 +518,7 @@ static void phase_end(struct sim *s, int gpu, int slot, uint32_t gen)
     }
     if (sl->phase == SLOT_LOADING) {
         sl->phase = SLOT_RUNNING;
-        sl->phase_end = s->now + attempt_run_s(s, &s->jobs[sl->job], sl);
-        push_ev(s, sl->phase_end, EV_PHASE_END, gpu, slot, sl->gen);
+        schedule_run(s, gpu, slot);
         return;
     }
     if (sl->phase == SLOT_RUNNING)
@@ -450,8 +547,11 @@ static void gpu_down(struct sim *s, int gpu)
     g->free_mb = g->spec->vram_mb;
     if (s->pol->gpu_down)
         s->pol->gpu_down(s, gpu);
-    for (int k = 0; k < nlost; k++)
-        job_failed_attempt(s, lost[k]);
+    for (int k = 0; k < nlost; k++) {
+        enum lc_next next = LC_NEXT_NONE;
+        lc_lost(&s->lcp, &s->jobs[lost[k]].lc, "its GPU went away", sim_lc_now(s), NULL, &next);
+        after_failure(s, lost[k], next);
+    }
 }
 
 static void gpu_preload(struct sim *s, struct sim_gpu *g)
@@ -521,8 +621,10 @@ void sim_run(struct sim *s, const struct workload *wl, const struct policy *pol,
             push_ev(s, wl->losses[i].at_s + wl->losses[i].down_s, EV_GPU_UP, wl->losses[i].gpu,
                     0, 0);
     }
-    if (pol->gpu_changed)
-        push_ev(s, TICK_S, EV_TICK, 0, 0, 0);
+    push_ev(s, TICK_S, EV_TICK, 0, 0, 0);
+    lc_policy_defaults(&s->lcp);
+    s->lcp.max_attempts = wl->retries + 1;
+    s->lcp.lease_ns = (int64_t)(wl->stuck_timeout_s * 1e9);
     s->outstanding = njobs;
     s->end_t = wl->duration_s * 20 + 36000;
     if (pol->init)
@@ -555,6 +657,9 @@ void sim_run(struct sim *s, const struct workload *wl, const struct policy *pol,
                 if (was != s->gpus[g].throttling || fabs(before - s->gpus[g].temp) > 0.5)
                     changed(s, g);
             }
+            check_leases(s);
+            if (pol->tick)
+                pol->tick(s);
             if (arrivals_left > 0 || s->outstanding > 0)
                 push_ev(s, s->now + TICK_S, EV_TICK, 0, 0, 0);
             break;

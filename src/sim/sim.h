@@ -11,13 +11,17 @@
 #include <stdint.h>
 
 #include "common/heap.h"
+#include "core/lifecycle.h"
 #include "core/sched.h"
 #include "sim/rng.h"
 #include "sim/workload.h"
 
 #define SIM_MAX_ATTEMPTS 8
 
-/* A job of the arrival list. Invariant: finish_t >= submit_t once done. */
+/* A job of the arrival list. Its life after arrival (attempts, retries, the
+ * GPUs that failed it, dead-lettering) is a struct lc_job driven through the
+ * production lifecycle (core/lifecycle.h) for every policy. Invariant:
+ * finish_t >= submit_t once done, dead or failed; at most one of those. */
 struct sim_job {
     uint64_t id;
     int cap;
@@ -28,9 +32,9 @@ struct sim_job {
     double fault_frac[SIM_MAX_ATTEMPTS];  /* when in the run a fault strikes */
     double min_run_s;                     /* on the fastest GPU with the capability, warm */
     /* outcome */
-    int attempts;
-    int last_gpu;                         /* -1: none */
-    bool done, failed;
+    struct lc_job lc;
+    bool done, dead, failed;              /* succeeded; dead-lettered; failed otherwise */
+    double eta_pred;                      /* predicted latency at submit (gpuq); -1 none */
     double start_t, finish_t;
     double service_s;                     /* load + run of the attempt that finished it */
     int next;                             /* baselines: link in a GPU's FIFO (-1 = end) */
@@ -46,6 +50,8 @@ struct sim_slot {
     double load_s, run_s;
     double started;
     bool warm;
+    int fault;         /* enum sim_fault of the attempt in this slot */
+    char cls[16];      /* its error class when it fails */
 };
 
 struct sim_resident {
@@ -67,6 +73,10 @@ struct sim_gpu {
     double busy_time;       /* slot-seconds loading or running */
     int head, tail, qlen;   /* baselines: FIFO of jobs waiting for this GPU */
     int restarting;         /* runtime restarts in progress */
+    int64_t attempts;       /* attempts started on it */
+    int64_t failures;       /* of them, ended in failure */
+    int64_t before_quarantine; /* attempts started before its first quarantine */
+    int quarantines;        /* times its breaker opened (gpuq) */
 };
 
 enum ev_type { EV_ARRIVAL, EV_PHASE_END, EV_GPU_DOWN, EV_GPU_UP, EV_TICK };
@@ -87,12 +97,15 @@ struct policy {
     const char *name;
     void (*init)(struct sim *s);
     void (*fini)(struct sim *s);
-    /* A job needs a GPU (new, or retried after a failure on last_gpu). */
+    /* A job needs a GPU (new, or retried: its lc_job lists the GPUs that failed it). */
     void (*arrive)(struct sim *s, int job);
     /* A GPU has a free slot (or came back): give it work. */
     void (*gpu_free)(struct sim *s, int gpu);
-    /* A run ended on gpu (ok or not). */
-    void (*job_end)(struct sim *s, int job, int gpu, bool ok, double load_s, double run_s);
+    /* A run ended on gpu: ok, or failed with error class cls. */
+    void (*job_end)(struct sim *s, int job, int gpu, bool ok, const char *cls, double load_s,
+                    double run_s);
+    /* Every TICK_S of simulated time. */
+    void (*tick)(struct sim *s);
     void (*gpu_down)(struct sim *s, int gpu);
     void (*gpu_up)(struct sim *s, int gpu);
     /* A GPU's models, temperature or health changed. */
@@ -119,6 +132,8 @@ struct sim {
     double now;
     double end_t;          /* hard stop */
     int outstanding;       /* jobs neither done nor failed */
+    struct lc_policy lcp;  /* retry budget, lease (the workload's stuck timeout) */
+    int64_t retries_on_failed_gpu; /* attempts started on a GPU that had failed that job */
     struct sim_metrics m;
     void *pstate;          /* policy state */
 };
@@ -144,8 +159,12 @@ bool sim_gpu_warm(const struct sim *s, int gpu, int model);
 /* Effective speed now (hardware x throttle). */
 double sim_gpu_speed(const struct sim *s, int gpu);
 double sim_gpu_temp(struct sim *s, int gpu);
-/* A retry avoids the GPU that failed it, when another alive GPU has its capability. */
+/* A retry avoids every GPU that failed it (lc_failed_on), while another alive
+ * GPU with its capability has not failed it. */
 bool sim_excluded(const struct sim *s, const struct sim_job *j, int gpu);
+/* The policy quarantined gpu (its breaker opened). */
+void sim_note_quarantine(struct sim *s, int gpu);
+struct lc_now sim_lc_now(const struct sim *s);
 void sim_record_decision(struct sim *s, double us);
 
 extern const struct policy policy_gpuq, policy_rr, policy_least_loaded, policy_affinity,

@@ -227,6 +227,27 @@ static void load_cooling(struct ctx *c, json_t *profiles, json_t *v, const char 
     out->tau_s = num(c, o, where, "tau_s", 90, 0.1, 1e6);
 }
 
+static void load_gpu_faults(struct ctx *c, json_t *o, const char *where,
+                            struct wl_gpu_faults *f)
+{
+    char fw[64];
+    snprintf(fw, sizeof(fw), "%.40s.faults", where);
+    if (o && !json_is_object(o)) {
+        fail(c, "%s: must be an object", fw);
+        return;
+    }
+    f->fail_share = num(c, o, fw, "fail_share", 0, 0, 1);
+    f->hang_share = num(c, o, fw, "hang_share", 0, 0, 1);
+    if (f->fail_share + f->hang_share > 1)
+        fail(c, "%s: fail_share + hang_share must be at most 1", fw);
+    f->speed_factor = num(c, o, fw, "speed_factor", 1.0, 0.01, 100);
+    const char *cls = str(c, o, fw, "fail_class", "cuda");
+    if (cls && strlen(cls) >= sizeof(f->fail_class))
+        fail(c, "%s.fail_class: at most %zu characters", fw, sizeof(f->fail_class) - 1);
+    else
+        snprintf(f->fail_class, sizeof(f->fail_class), "%s", cls ? cls : "cuda");
+}
+
 static void load_fleet(struct ctx *c, struct workload *w, json_t *arr, json_t *profiles)
 {
     if (!json_is_array(arr) || json_array_size(arr) == 0) {
@@ -289,6 +310,7 @@ static void load_fleet(struct ctx *c, struct workload *w, json_t *arr, json_t *p
             for (int k = 0; k < w->ncaps; k++)
                 proto.caps[proto.ncaps++] = k;
         }
+        load_gpu_faults(c, json_object_get(o, "faults"), where, &proto.faults);
         json_t *pre = json_object_get(o, "preload");
         if (pre) {
             if (!json_is_array(pre) || json_array_size(pre) > SCHED_MAX_LOADED) {
@@ -490,6 +512,17 @@ static void load_sched(struct ctx *c, struct workload *w, json_t *o, json_t *bas
         }
     }
     w->affinity_max_depth = (int)num(c, base, "baselines", "affinity_max_queue_depth", 3, 1, 1000);
+    struct breaker_policy *b = &w->breaker;
+    breaker_policy_defaults(b);
+    json_t *bo = o ? json_object_get(o, "breaker") : NULL;
+    const char *bw = "scheduler.breaker";
+    b->failures = (int)num(c, bo, bw, "failures", b->failures, 0, BREAKER_MAX_WINDOW);
+    b->window_ns = (int64_t)(num(c, bo, bw, "window_s", (double)b->window_ns / 1e9, 0.001, 1e6) * 1e9);
+    b->cooldown_ns =
+        (int64_t)(num(c, bo, bw, "cooldown_s", (double)b->cooldown_ns / 1e9, 0.001, 1e6) * 1e9);
+    b->max_cooldown_ns = (int64_t)(num(c, bo, bw, "max_cooldown_s",
+                                       (double)b->max_cooldown_ns / 1e9, 0.001, 1e7) *
+                                   1e9);
 }
 
 struct workload *workload_load(const char *path, char *err, int errlen)

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/breaker.h"
 #include "core/sched.h"
 
 #define WL_MAX_SIZES 8
@@ -44,6 +45,14 @@ struct wl_cooling {
     double ambient_c, rise_c, tau_s; /* equilibrium = ambient + rise x utilization */
 };
 
+/* Faults of one GPU (fleet[].faults), drawn per attempt on it. */
+struct wl_gpu_faults {
+    double fail_share;        /* share of attempts that fail part-way */
+    char fail_class[16];      /* their error class ("cuda" by default) */
+    double hang_share;        /* share of attempts that hang (end by lease expiry) */
+    double speed_factor;      /* hidden slowdown: runs take 1/speed_factor as long (1 = none) */
+};
+
 struct wl_gpu {
     char id[SCHED_NAME_MAX];
     char gpu_class[SCHED_NAME_MAX];
@@ -55,6 +64,7 @@ struct wl_gpu {
     int ncaps;
     int preload[SCHED_MAX_LOADED];
     int npreload;
+    struct wl_gpu_faults faults;
 };
 
 enum wl_process { WL_POISSON, WL_GAMMA, WL_TRACE };
@@ -95,6 +105,7 @@ struct workload {
     int fanout[64]; /* per capability index, 0 = none */
     bool priors;    /* give gpuq the workload's run times as priors */
     int affinity_max_depth;
+    struct breaker_policy breaker; /* gpuq's per-GPU circuit breaker (scheduler.breaker) */
 };
 
 /* workload_load parses path; on error returns NULL and writes a message that

@@ -374,7 +374,9 @@ static void test_worker_remove_reports_running_requeues_placed(void **state)
     /* The lost job may come back (retry) under the same id, avoiding gpu0. */
     struct job_spec j;
     mk_job(&j, 1, "image.fast", "image-v2", 1);
-    snprintf(j.exclude_worker, sizeof(j.exclude_worker), "gpu0");
+    const char excl[1][SCHED_NAME_MAX] = {"gpu0"};
+    j.exclude = excl;
+    j.nexclude = 1;
     assert_int_equal(sched_job_add(s, &j, S(1)), 0);
     assert_int_equal(sched_job_add(s, &j, S(1)), GPUQ_EEXIST);
     sched_dispatch(s, S(1), on_placed, &r);
@@ -536,6 +538,242 @@ static void test_bad_input(void **state)
     sched_destroy(s);
 }
 
+
+static void add_excl(struct sched *s, uint64_t id, const char (*ex)[SCHED_NAME_MAX], int n,
+                     int64_t now)
+{
+    struct job_spec j;
+    mk_job(&j, id, "image.fast", "image-v2", 1);
+    j.submit_ns = now;
+    j.exclude = ex;
+    j.nexclude = n;
+    assert_int_equal(sched_job_add(s, &j, now), 0);
+}
+
+static void test_exclusion_list_avoids_every_failed_worker(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    struct worker_info w;
+    for (int i = 0; i < 3; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "gpu%d", i);
+        mk_worker(&w, id, 32768);
+        if (i < 2)
+            load(&w, "image-v2", 22528); /* gpu0, gpu1 warm: they would win */
+        assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    }
+    struct rec r = {0};
+    {
+        /* The list is borrowed: gone after the call, the copy stays. */
+        char ex[2][SCHED_NAME_MAX] = {"gpu0", "gpu1"};
+        add_excl(s, 1, (const char(*)[SCHED_NAME_MAX])ex, 2, 0);
+        memset(ex, 0, sizeof(ex));
+    }
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu2");
+    /* gpu2 is busy (running and its queue full): the job excluding gpu0 and
+     * gpu1 waits for it rather than run again where it failed. */
+    uint64_t id;
+    assert_int_equal(sched_take(s, "gpu2", 0, &id), 0);
+    add(s, 2, "image.fast", "image-v2", 1, 0);
+    add(s, 3, "image.fast", "image-v2", 1, 0);
+    const char ex01[2][SCHED_NAME_MAX] = {"gpu0", "gpu1"};
+    add_excl(s, 4, ex01, 2, S(1));
+    add_excl(s, 5, ex01, 2, S(1));
+    add_excl(s, 6, ex01, 2, S(1));
+    r.n = 0;
+    sched_dispatch(s, S(1), on_placed, &r);
+    int onex = 0;
+    for (uint64_t k = 4; k <= 6; k++) {
+        double st, fin;
+        assert_int_equal(sched_job_eta(s, k, S(1), &st, &fin), 0);
+    }
+    /* Jobs 4 and 5 fill gpu2's queue; 6 stays queued though gpu0/gpu1 are free. */
+    struct sched_stats stats;
+    sched_stats(s, &stats);
+    assert_int_equal(stats.queued, 1);
+    for (int i = 0; i < 2; i++) {
+        char wid[16];
+        snprintf(wid, sizeof(wid), "gpu%d", i);
+        uint64_t got;
+        while (sched_take(s, wid, S(1), &got) == 0) {
+            assert_true(got == 2 || got == 3);
+            onex++;
+        }
+    }
+    assert_int_equal(onex, 2);
+    /* gpu2 becomes unhealthy: nothing else can take job 6 (or 4, 5, sent
+     * back), so the excluded workers may serve them rather than strand them. */
+    mk_worker(&w, "gpu2", 32768);
+    w.healthy = false;
+    assert_int_equal(sched_worker_update(s, &w, S(2)), 0);
+    assert_int_equal(sched_job_finished(s, 2, true, 0, S(1), S(2)), 0);
+    assert_int_equal(sched_job_finished(s, 3, true, 0, S(1), S(2)), 0);
+    r.n = 0;
+    sched_dispatch(s, S(2), on_placed, &r);
+    assert_int_equal(r.n, 3);
+    sched_stats(s, &stats);
+    assert_int_equal(stats.queued, 0);
+    sched_destroy(s);
+}
+
+static void test_exclusion_ignores_a_worker_too_small(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    struct worker_info w;
+    mk_worker(&w, "gpu0", 32768);
+    load(&w, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    mk_worker(&w, "gpu1", 16384); /* cannot hold image-v2 */
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    const char ex[1][SCHED_NAME_MAX] = {"gpu0"};
+    add_excl(s, 1, ex, 1, 0);
+    struct rec r = {0};
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu0");
+    struct job_spec bad;
+    mk_job(&bad, 2, "image.fast", "image-v2", 1);
+    bad.nexclude = 1; /* no list */
+    assert_int_equal(sched_job_add(s, &bad, 0), GPUQ_EINVAL);
+    sched_destroy(s);
+}
+
+static void test_unservable_model_does_not_block_its_capability(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    struct worker_info w;
+    for (int i = 0; i < 2; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "gpu%d", i);
+        mk_worker(&w, id, 24576); /* too small for video (28 GB) */
+        load(&w, "image-v2", 22528);
+        assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    }
+    /* Oldest first: the image.fast job asking for video comes before the others. */
+    add(s, 1, "image.fast", "video", 1, 0);
+    for (uint64_t id = 2; id <= 4; id++)
+        add(s, id, "image.fast", "image-v2", 1, S(1));
+    struct rec r = {0};
+    assert_int_equal(sched_dispatch(s, S(1), on_placed, &r), 3);
+    double st, fin;
+    assert_int_equal(sched_job_eta(s, 1, S(1), &st, &fin), 0);
+    assert_true(st == -1 && fin == -1);
+    char why[160];
+    assert_true(sched_job_parked(s, 1, why, sizeof(why)));
+    assert_string_equal(why, "no ready worker serves model video for image.fast");
+    assert_false(sched_job_parked(s, 2, why, sizeof(why)));
+    /* Later jobs keep flowing while it waits. */
+    uint64_t id;
+    assert_int_equal(sched_take(s, "gpu0", S(1), &id), 0);
+    assert_int_equal(sched_job_finished(s, id, true, 0, S(2.5), S(3.5)), 0);
+    add(s, 5, "image.fast", "image-v2", 1, S(4));
+    r.n = 0;
+    sched_dispatch(s, S(4), on_placed, &r);
+    assert_int_equal(r.n, 1);
+    assert_int_equal(r.job, 5);
+    /* A GPU that can hold video joins: the parked job is looked at again. */
+    mk_worker(&w, "gpu2", 81920);
+    assert_int_equal(sched_worker_update(s, &w, S(5)), 0);
+    assert_false(sched_job_parked(s, 1, NULL, 0));
+    r.n = 0;
+    sched_dispatch(s, S(5), on_placed, &r);
+    assert_int_equal(r.n, 1);
+    assert_int_equal(r.job, 1);
+    assert_string_equal(r.worker, "gpu2");
+    assert_int_equal(sched_job_eta(s, 1, S(5), &st, &fin), 0);
+    assert_true(st >= 0 && fin > 10); /* cold video load + 75 s run */
+    sched_destroy(s);
+}
+
+static void test_drained_only_capable_worker_parks_then_resumes(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    struct worker_info w;
+    mk_worker(&w, "gpu0", 32768);
+    w.ncaps = 1; /* image.fast only */
+    load(&w, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    struct worker_info v;
+    mk_worker(&v, "vid0", 81920);
+    v.ncaps = 0;
+    snprintf(v.caps[v.ncaps++], SCHED_NAME_MAX, "video");
+    v.draining = true;
+    assert_int_equal(sched_worker_update(s, &v, 0), 0);
+    add(s, 1, "video", "video", 1, 0);
+    add(s, 2, "image.fast", "image-v2", 1, S(1));
+    struct rec r = {0};
+    assert_int_equal(sched_dispatch(s, S(1), on_placed, &r), 1);
+    assert_int_equal(r.job, 2);
+    char why[160];
+    assert_true(sched_job_parked(s, 1, why, sizeof(why)));
+    assert_non_null(strstr(why, "no ready worker serves video"));
+    double st, fin;
+    assert_int_equal(sched_job_eta(s, 1, S(1), &st, &fin), 0);
+    assert_true(st == -1 && fin == -1);
+    /* A heartbeat that changes nothing keeps it parked without another look. */
+    assert_int_equal(sched_worker_update(s, &w, S(2)), 0);
+    assert_int_equal(sched_dispatch(s, S(2), on_placed, &r), 0);
+    v.draining = false;
+    assert_int_equal(sched_worker_update(s, &v, S(3)), 0);
+    r.n = 0;
+    assert_int_equal(sched_dispatch(s, S(3), on_placed, &r), 1);
+    assert_string_equal(r.worker, "vid0");
+    sched_destroy(s);
+}
+
+static void test_eta_running_placed_queued(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    struct worker_info w;
+    mk_worker(&w, "gpu0", 32768);
+    load(&w, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    for (uint64_t id = 1; id <= 5; id++)
+        add(s, id, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, NULL, NULL), 2); /* queue depth 2 */
+    uint64_t id;
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    assert_int_equal(id, 1);
+    double st, fin;
+    /* Running: 2.5 s prior at the reference size, warm. */
+    assert_int_equal(sched_job_eta(s, 1, S(1), &st, &fin), 0);
+    assert_float_equal(st, 0, 1e-6);
+    assert_float_equal(fin, 1.5, 1e-6);
+    /* Placed behind it. */
+    assert_int_equal(sched_job_eta(s, 2, S(1), &st, &fin), 0);
+    assert_float_equal(st, 1.5, 1e-6);
+    assert_float_equal(fin, 4.0, 1e-6);
+    /* Queued: after the placed job 3 starts at 2.5+2.5 ... each 2.5 s later. */
+    for (uint64_t k = 3; k <= 5; k++) {
+        assert_int_equal(sched_job_eta(s, k, S(1), &st, &fin), 0);
+        assert_float_equal(st, 4.0 + 2.5 * (double)(k - 3), 1e-6);
+        assert_float_equal(fin, st + 2.5, 1e-6);
+    }
+    /* A second, twice as fast GPU joins: the queued work spreads over both
+     * (its slot is free now, gpu0's at 4.0). Job 3 starts at once there;
+     * job 4 after job 3's 2.5 GPU-seconds at speed 2 (1.25 s); job 5 after
+     * 5 GPU-seconds: 2 x t = 5 → 2.5 s. */
+    mk_worker(&w, "gpu1", 32768);
+    load(&w, "image-v2", 22528);
+    w.speed = 2.0;
+    assert_int_equal(sched_worker_update(s, &w, S(1)), 0);
+    double want[] = {0, 1.25, 2.5};
+    for (uint64_t k = 3; k <= 5; k++) {
+        assert_int_equal(sched_job_eta(s, k, S(1), &st, &fin), 0);
+        assert_float_equal(st, want[k - 3], 1e-6);
+    }
+    /* Overran: a running job past its estimate is due now, not in the past. */
+    assert_int_equal(sched_job_eta(s, 1, S(10), &st, &fin), 0);
+    assert_float_equal(fin, 0, 1e-9);
+    assert_int_equal(sched_job_eta(s, 99, S(1), &st, &fin), GPUQ_ENOENT);
+    sched_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -552,6 +790,11 @@ int main(void)
         cmocka_unit_test(test_estimates_learn_from_finished_runs),
         cmocka_unit_test(test_queue_paid_first_free_not_starved),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_exclusion_list_avoids_every_failed_worker),
+        cmocka_unit_test(test_exclusion_ignores_a_worker_too_small),
+        cmocka_unit_test(test_unservable_model_does_not_block_its_capability),
+        cmocka_unit_test(test_drained_only_capable_worker_parks_then_resumes),
+        cmocka_unit_test(test_eta_running_placed_queued),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

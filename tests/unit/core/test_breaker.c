@@ -1,0 +1,168 @@
+/* test_breaker.c: the per-GPU circuit breaker with scripted time — it opens
+ * after N counted failures within the window, old failures fall out of the
+ * window, the caller's faults do not count, one probe at a time when
+ * half-open, a failed probe doubles the cool-down up to the ceiling, a
+ * successful one closes it, and what the scheduler sees (breaker_apply). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "core/breaker.h"
+
+#define SEC 1000000000LL
+
+static struct breaker_policy pol(void)
+{
+    struct breaker_policy p;
+    breaker_policy_defaults(&p);
+    return p;
+}
+
+static void test_defaults_and_counting_classes(void **state)
+{
+    (void)state;
+    struct breaker_policy p = pol();
+    assert_int_equal(p.failures, 3);
+    assert_true(p.window_ns == 60 * SEC);
+    assert_true(p.cooldown_ns == 60 * SEC);
+    assert_true(p.max_cooldown_ns == 900 * SEC);
+    const char *gpu[] = {"oom", "cuda", "crash", "hang", "qc", "lease", "lost"};
+    for (size_t i = 0; i < sizeof(gpu) / sizeof(gpu[0]); i++)
+        assert_true(breaker_counts(gpu[i]));
+    assert_false(breaker_counts("bad_input"));
+    assert_false(breaker_counts("cancelled"));
+    assert_false(breaker_counts("timeout"));
+    assert_false(breaker_counts(NULL));
+    assert_string_equal(breaker_state_name(BREAKER_HALF_OPEN), "half_open");
+}
+
+static void test_opens_after_n_in_window(void **state)
+{
+    (void)state;
+    struct breaker_policy p = pol();
+    struct breaker b;
+    breaker_init(&b);
+    assert_int_equal(breaker_record(&p, &b, false, "cuda", 1 * SEC), BREAKER_EV_NONE);
+    assert_int_equal(breaker_record(&p, &b, true, NULL, 2 * SEC), BREAKER_EV_NONE);
+    assert_int_equal(breaker_record(&p, &b, false, "oom", 3 * SEC), BREAKER_EV_NONE);
+    assert_int_equal(b.state, BREAKER_CLOSED);
+    assert_int_equal(breaker_record(&p, &b, false, "cuda", 4 * SEC), BREAKER_EV_OPENED);
+    assert_int_equal(b.state, BREAKER_OPEN);
+    assert_true(b.trips == 1);
+    assert_true(b.open_until_ns == 64 * SEC);
+    assert_true(breaker_next_due_ns(&b) == 64 * SEC);
+    assert_non_null(strstr(b.reason, "quarantined"));
+    assert_non_null(strstr(b.reason, "cuda"));
+    /* Results of attempts started before the quarantine change nothing. */
+    assert_int_equal(breaker_record(&p, &b, false, "cuda", 5 * SEC), BREAKER_EV_NONE);
+    assert_int_equal(breaker_record(&p, &b, true, NULL, 6 * SEC), BREAKER_EV_NONE);
+    assert_int_equal(b.state, BREAKER_OPEN);
+}
+
+static void test_old_failures_fall_out_and_non_counting(void **state)
+{
+    (void)state;
+    struct breaker_policy p = pol();
+    struct breaker b;
+    breaker_init(&b);
+    breaker_record(&p, &b, false, "cuda", 0);
+    breaker_record(&p, &b, false, "cuda", 30 * SEC);
+    /* 61 s: the first is out of the window, two remain. */
+    assert_int_equal(breaker_record(&p, &b, false, "cuda", 61 * SEC), BREAKER_EV_NONE);
+    assert_int_equal(b.nfail, 2);
+    /* The caller's faults never count. */
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(breaker_record(&p, &b, false, "bad_input", 62 * SEC), BREAKER_EV_NONE);
+        assert_int_equal(breaker_record(&p, &b, false, "timeout", 62 * SEC), BREAKER_EV_NONE);
+        assert_int_equal(breaker_record(&p, &b, false, "cancelled", 62 * SEC), BREAKER_EV_NONE);
+    }
+    assert_int_equal(b.state, BREAKER_CLOSED);
+    assert_int_equal(breaker_record(&p, &b, false, "lease", 63 * SEC), BREAKER_EV_OPENED);
+    /* failures = 0: never opens. */
+    p.failures = 0;
+    struct breaker n;
+    breaker_init(&n);
+    for (int i = 0; i < 50; i++)
+        assert_int_equal(breaker_record(&p, &n, false, "cuda", i * SEC), BREAKER_EV_NONE);
+}
+
+static void trip(const struct breaker_policy *p, struct breaker *b, int64_t t)
+{
+    for (int i = 0; i < p->failures; i++)
+        breaker_record(p, b, false, "crash", t);
+    assert_int_equal(b->state, BREAKER_OPEN);
+}
+
+static void test_half_open_single_probe_and_backoff(void **state)
+{
+    (void)state;
+    struct breaker_policy p = pol();
+    p.max_cooldown_ns = 200 * SEC;
+    struct breaker b;
+    breaker_init(&b);
+    trip(&p, &b, 0);
+    struct worker_info w;
+    memset(&w, 0, sizeof(w));
+    w.concurrency = 4;
+    w.healthy = true;
+    breaker_apply(&b, &w);
+    assert_false(w.healthy);
+    assert_int_equal(breaker_tick(&p, &b, 59 * SEC), BREAKER_EV_NONE);
+    assert_int_equal(breaker_tick(&p, &b, 60 * SEC), BREAKER_EV_PROBING);
+    assert_int_equal(b.state, BREAKER_HALF_OPEN);
+    assert_true(breaker_next_due_ns(&b) == 0);
+    w.healthy = true;
+    breaker_apply(&b, &w);
+    assert_true(w.healthy);
+    assert_false(w.draining);
+    assert_int_equal(w.concurrency, 1);
+    breaker_assigned(&b);
+    assert_true(b.probe_inflight);
+    breaker_apply(&b, &w);
+    assert_true(w.draining); /* nothing more while the probe runs */
+    /* The probe fails: open for twice as long. */
+    assert_int_equal(breaker_record(&p, &b, false, "cuda", 70 * SEC), BREAKER_EV_OPENED);
+    assert_true(b.cooldown_ns == 120 * SEC);
+    assert_true(b.open_until_ns == 190 * SEC);
+    assert_true(b.trips == 2);
+    assert_non_null(strstr(b.reason, "probe"));
+    /* Again: 240 s would pass the 200 s ceiling. */
+    assert_int_equal(breaker_tick(&p, &b, 190 * SEC), BREAKER_EV_PROBING);
+    breaker_assigned(&b);
+    assert_int_equal(breaker_record(&p, &b, false, "cuda", 191 * SEC), BREAKER_EV_OPENED);
+    assert_true(b.cooldown_ns == 200 * SEC);
+    /* A probe that ends for the caller's reasons proves nothing: another. */
+    assert_int_equal(breaker_tick(&p, &b, 391 * SEC), BREAKER_EV_PROBING);
+    breaker_assigned(&b);
+    assert_int_equal(breaker_record(&p, &b, false, "bad_input", 392 * SEC), BREAKER_EV_NONE);
+    assert_int_equal(b.state, BREAKER_HALF_OPEN);
+    assert_false(b.probe_inflight);
+    /* The probe succeeds: closed, and the next quarantine starts at the
+     * first cool-down again. */
+    breaker_assigned(&b);
+    assert_int_equal(breaker_record(&p, &b, true, NULL, 393 * SEC), BREAKER_EV_CLOSED);
+    assert_int_equal(b.state, BREAKER_CLOSED);
+    assert_non_null(strstr(b.reason, "recovered"));
+    w.healthy = true;
+    w.draining = false;
+    w.concurrency = 4;
+    breaker_apply(&b, &w);
+    assert_true(w.healthy && !w.draining && w.concurrency == 4);
+    trip(&p, &b, 400 * SEC);
+    assert_true(b.cooldown_ns == 60 * SEC);
+    assert_true(b.trips == 4);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults_and_counting_classes),
+        cmocka_unit_test(test_opens_after_n_in_window),
+        cmocka_unit_test(test_old_failures_fall_out_and_non_counting),
+        cmocka_unit_test(test_half_open_single_probe_and_backoff),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
