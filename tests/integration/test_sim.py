@@ -127,6 +127,8 @@ def short(path, tmp_path, duration_s=2400):
 
 
 def test_faulty_gpu_quarantined_nothing_lost_no_retry_on_failed_gpu(tmp_path):
+    # The breaker runs on its defaults (3 failures in 60 s or in 10 attempts).
+    assert "breaker" not in json.loads(open(FAULTY8).read())["scheduler"]
     out = json.loads(run_sim("--workload", FAULTY8, "--policy", "all", "--json",
                              "--no-timing").stdout)
     g = out["gpuq"]
@@ -153,6 +155,14 @@ def test_faulty_gpu_quarantined_nothing_lost_no_retry_on_failed_gpu(tmp_path):
     for lane in ("interactive", "batch"):
         e = g["eta_error"][lane]
         assert e["jobs"] > 0 and 0 <= e["p50"] <= e["p90"], (lane, e)
+
+
+def test_default_breaker_never_quarantines_seed7(tmp_path):
+    g = json.loads(run_sim("--workload", SEED7, "--policy", "gpuq", "--json",
+                           "--no-timing").stdout)["gpuq"]
+    assert sum(x["failures"] for x in g["gpus"].values()) > 0  # some faults happen
+    for gid, x in g["gpus"].items():
+        assert x["quarantines"] == 0, (gid, x)
 
 
 def test_quarantine_keeps_image_fast_tail_near_the_control(tmp_path):
