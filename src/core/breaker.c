@@ -16,6 +16,7 @@ void breaker_policy_defaults(struct breaker_policy *p)
     p->window_ns = 60 * NS_PER_S;
     p->cooldown_ns = 60 * NS_PER_S;
     p->max_cooldown_ns = 15 * 60 * NS_PER_S;
+    p->window_attempts = 10;
 }
 
 void breaker_init(struct breaker *b)
@@ -81,6 +82,25 @@ static void window_add(struct breaker *b, int64_t now_ns)
     b->fail_ns[b->nfail++] = now_ns;
 }
 
+/* Remembers one counted attempt's outcome; returns the failures among the
+ * last `n` remembered (n clamped to BREAKER_MAX_ATTEMPTS). */
+static int attempts_add(struct breaker *b, bool failed, int n)
+{
+    b->outcomes = (b->outcomes << 1) | (failed ? 1u : 0u);
+    if (b->nattempts < BREAKER_MAX_ATTEMPTS)
+        b->nattempts++;
+    if (n > b->nattempts)
+        n = b->nattempts;
+    uint64_t mask = n >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1);
+    uint64_t v = b->outcomes & mask;
+    int c = 0;
+    while (v) {
+        v &= v - 1;
+        c++;
+    }
+    return c;
+}
+
 static void open_for(struct breaker *b, int64_t cooldown_ns, int64_t now_ns)
 {
     b->state = BREAKER_OPEN;
@@ -88,6 +108,8 @@ static void open_for(struct breaker *b, int64_t cooldown_ns, int64_t now_ns)
     b->open_until_ns = now_ns + cooldown_ns;
     b->probe_inflight = false;
     b->nfail = 0;
+    b->outcomes = 0;
+    b->nattempts = 0;
     b->trips++;
 }
 
@@ -96,24 +118,40 @@ enum breaker_event breaker_record(const struct breaker_policy *p, struct breaker
 {
     bool counts = !ok && breaker_counts(error_class);
     switch (b->state) {
-    case BREAKER_CLOSED:
-        if (!counts || p->failures <= 0)
+    case BREAKER_CLOSED: {
+        if (p->failures <= 0 || (!ok && !counts))
+            return BREAKER_EV_NONE; /* off, or the caller's fault: says nothing of the GPU */
+        int n = p->window_attempts > BREAKER_MAX_ATTEMPTS ? BREAKER_MAX_ATTEMPTS
+                                                          : p->window_attempts;
+        int recent = attempts_add(b, counts, n > 0 ? n : 1);
+        if (!counts)
             return BREAKER_EV_NONE;
         window_trim(p, b, now_ns);
         window_add(b, now_ns);
-        if (b->nfail < p->failures)
+        bool by_time = b->nfail >= p->failures;
+        bool by_count = n > 0 && recent >= p->failures;
+        if (!by_time && !by_count)
             return BREAKER_EV_NONE;
         open_for(b, first_cooldown(p), now_ns);
-        snprintf(b->reason, sizeof(b->reason),
-                 "quarantined: %d failures within %.0f s (last: %s); cool-down %.0f s",
-                 p->failures, (double)p->window_ns / NS_PER_S, error_class,
-                 (double)b->cooldown_ns / NS_PER_S);
+        if (by_time)
+            snprintf(b->reason, sizeof(b->reason),
+                     "quarantined: %d failures within %.0f s (last: %s); cool-down %.0f s",
+                     p->failures, (double)p->window_ns / NS_PER_S, error_class,
+                     (double)b->cooldown_ns / NS_PER_S);
+        else
+            snprintf(b->reason, sizeof(b->reason),
+                     "quarantined: %d of the last %d attempts failed (last: %s); "
+                     "cool-down %.0f s",
+                     recent, n, error_class, (double)b->cooldown_ns / NS_PER_S);
         return BREAKER_EV_OPENED;
+    }
     case BREAKER_HALF_OPEN:
         if (ok) {
             b->state = BREAKER_CLOSED;
             b->probe_inflight = false;
             b->nfail = 0;
+            b->outcomes = 0;
+            b->nattempts = 0;
             b->cooldown_ns = 0;
             b->open_until_ns = 0;
             snprintf(b->reason, sizeof(b->reason), "recovered: the probe job succeeded");

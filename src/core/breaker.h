@@ -4,7 +4,8 @@
  * again for twice as long (up to a ceiling). Every change carries a reason a
  * person can read, for the log, metrics and the worker's view.
  *
- *   CLOSED ──failures >= threshold within window──▶ OPEN (quarantined)
+ *   CLOSED ──failures within window, or failures of the last window_attempts──▶ OPEN
+ *                                                               (quarantined)
  *   OPEN ──cool-down passed, breaker_allows──▶ HALF_OPEN (one probe at a time)
  *   HALF_OPEN ──probe ok──▶ CLOSED          HALF_OPEN ──probe fails──▶ OPEN
  *
@@ -20,7 +21,8 @@
 
 #include "core/sched.h"
 
-#define BREAKER_MAX_WINDOW 32 /* failures remembered within the window */
+#define BREAKER_MAX_WINDOW 32   /* failures remembered within the window */
+#define BREAKER_MAX_ATTEMPTS 64 /* attempts remembered for the attempt-count rule */
 
 enum breaker_state { BREAKER_CLOSED = 0, BREAKER_OPEN, BREAKER_HALF_OPEN };
 
@@ -36,10 +38,18 @@ struct breaker_policy {
     int64_t window_ns;        /* default 60 s */
     int64_t cooldown_ns;      /* first quarantine; default 60 s, doubled per failed probe */
     int64_t max_cooldown_ns;  /* default 15 min */
+    /* Attempt-count rule: also open when at least `failures` of the last
+     * `window_attempts` counted attempts (ok, or failed by the GPU's fault) on
+     * the worker failed, however long they took. Default 10 (0 = rule off;
+     * at most BREAKER_MAX_ATTEMPTS). Makes quarantine independent of load:
+     * the time window alone lets a slow trickle of failures through. */
+    int window_attempts;
 };
 
 /* Invariants: nfail <= BREAKER_MAX_WINDOW, fail_ns[] ascending; open_until_ns
- * meaningful in OPEN only; probe_inflight only in HALF_OPEN. */
+ * meaningful in OPEN only; probe_inflight only in HALF_OPEN; nattempts <=
+ * BREAKER_MAX_ATTEMPTS, bit i of `outcomes` (i < nattempts) is 1 when the
+ * i-th most recent counted attempt failed; both reset when it opens or closes. */
 struct breaker {
     enum breaker_state state;
     int64_t fail_ns[BREAKER_MAX_WINDOW];
@@ -48,6 +58,8 @@ struct breaker {
     int64_t cooldown_ns;      /* the current one (doubles on a failed probe) */
     bool probe_inflight;
     int64_t trips;            /* times it opened */
+    uint64_t outcomes;        /* recent attempts, newest in bit 0: 1 = failed */
+    int nattempts;            /* how many bits of `outcomes` are meaningful */
     char reason[160];         /* why it is in its state now */
 };
 

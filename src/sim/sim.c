@@ -286,14 +286,27 @@ static enum sim_fault job_fault(const struct sim *s, const struct sim_job *j, in
     return FAULT_NONE;
 }
 
+/* Schedules an EV_LEASE for the attempt in (gpu, slot) at the moment the core
+ * says its lease (or execution timeout) runs out. */
+static void schedule_lease(struct sim *s, int gpu, int slot)
+{
+    struct sim_slot *sl = &s->gpus[gpu].slots[slot];
+    int64_t due = lc_next_due_ns(&s->jobs[sl->job].lc, NULL);
+    if (due > 0)
+        push_ev(s, (double)due / 1e9, EV_LEASE, gpu, slot, sl->gen);
+}
+
 /* Schedules the end of the running phase: the full run, cut short by a
- * failure part-way, or never for a hung attempt (its lease ends it). */
+ * failure part-way, or never for a hung attempt: it stops renewing its lease
+ * from here, and an EV_LEASE ends it exactly when the lease runs out. */
 static void schedule_run(struct sim *s, int gpu, int slot)
 {
     struct sim_slot *sl = &s->gpus[gpu].slots[slot];
     const struct sim_job *j = &s->jobs[sl->job];
-    if (sl->fault == FAULT_HANG)
+    if (sl->fault == FAULT_HANG) {
+        schedule_lease(s, gpu, slot);
         return;
+    }
     double run = sl->run_s;
     if (sl->fault == FAULT_FAIL)
         run *= j->fault_frac[(j->lc.attempt - 1) % SIM_MAX_ATTEMPTS];
@@ -476,8 +489,8 @@ static void run_end(struct sim *s, int gpu, int slot)
 }
 
 /* Leases: running attempts that make progress renew theirs (the agent's
- * heartbeat); a hung one stops, and lc_check ends it when its lease runs
- * out. */
+ * heartbeat); a hung one stops, and its EV_LEASE ends it when its lease runs
+ * out. The check here is a backstop for anything else lc_check decides. */
 static void check_leases(struct sim *s)
 {
     struct lc_now now = sim_lc_now(s);
@@ -501,6 +514,33 @@ static void check_leases(struct sim *s)
             after_failure(s, job, next);
         }
     }
+}
+
+/* EV_LEASE: ends the attempt if the core says its time is up; otherwise (it
+ * was renewed since, or float rounding put us a hair early) waits for the
+ * new due time. */
+static void lease_due(struct sim *s, int gpu, int slot, uint32_t gen)
+{
+    struct sim_gpu *g = &s->gpus[gpu];
+    struct sim_slot *sl = &g->slots[slot];
+    if (!g->alive || sl->gen != gen || (sl->phase != SLOT_LOADING && sl->phase != SLOT_RUNNING))
+        return;
+    struct sim_job *j = &s->jobs[sl->job];
+    int64_t due = lc_next_due_ns(&j->lc, NULL);
+    if (due <= 0)
+        return;
+    struct lc_now now = sim_lc_now(s);
+    if (now.mono_ns < due && due - now.mono_ns <= 1000)
+        now.mono_ns = due; /* the event time was due / 1e9, rounded */
+    enum lc_next next = LC_NEXT_NONE;
+    lc_check(&s->lcp, &j->lc, now, NULL, &next);
+    if (next == LC_NEXT_NONE) {
+        schedule_lease(s, gpu, slot);
+        return;
+    }
+    int job = sl->job;
+    slot_failed(s, gpu, slot, "lease");
+    after_failure(s, job, next);
 }
 
 static void phase_end(struct sim *s, int gpu, int slot, uint32_t gen)
@@ -648,6 +688,9 @@ void sim_run(struct sim *s, const struct workload *wl, const struct policy *pol,
             break;
         case EV_GPU_UP:
             gpu_up(s, e.a);
+            break;
+        case EV_LEASE:
+            lease_due(s, e.a, e.b, e.gen);
             break;
         case EV_TICK:
             for (int g = 0; g < s->ngpus; g++) {

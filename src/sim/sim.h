@@ -79,13 +79,15 @@ struct sim_gpu {
     int quarantines;        /* times its breaker opened (gpuq) */
 };
 
-enum ev_type { EV_ARRIVAL, EV_PHASE_END, EV_GPU_DOWN, EV_GPU_UP, EV_TICK };
+/* EV_LEASE: the lease of the attempt in (gpu, slot) may run out now (its
+ * lc_next_due_ns); stale when the slot's gen moved on. */
+enum ev_type { EV_ARRIVAL, EV_PHASE_END, EV_GPU_DOWN, EV_GPU_UP, EV_TICK, EV_LEASE };
 
 struct sim_event {
     double t;
     uint64_t seq;
     int type;
-    int a, b;      /* arrival: job; phase end: gpu, slot; gpu down/up: gpu */
+    int a, b;      /* arrival: job; phase end, lease: gpu, slot; gpu down/up: gpu */
     uint32_t gen;
 };
 

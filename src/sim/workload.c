@@ -523,6 +523,8 @@ static void load_sched(struct ctx *c, struct workload *w, json_t *o, json_t *bas
     b->max_cooldown_ns = (int64_t)(num(c, bo, bw, "max_cooldown_s",
                                        (double)b->max_cooldown_ns / 1e9, 0.001, 1e7) *
                                    1e9);
+    b->window_attempts = (int)num(c, bo, bw, "window_attempts", b->window_attempts, 0,
+                                  BREAKER_MAX_ATTEMPTS);
 }
 
 struct workload *workload_load(const char *path, char *err, int errlen)

@@ -111,3 +111,73 @@ def test_bad_workload_names_the_field(tmp_path):
     p = run_sim("--workload", SEED7, "--policy", "fifo-magic", check=False)
     assert p.returncode == 2
     assert "unknown policy" in p.stderr
+
+
+FAULTY8 = os.path.join(ROOT, "bench", "workloads", "faulty8.json")
+FAULTY8_CONTROL = os.path.join(ROOT, "bench", "workloads", "faulty8-control.json")
+
+
+def short(path, tmp_path, duration_s=2400):
+    """The workload cut to its first duration_s seconds (bounded run time)."""
+    wl = json.loads(open(path).read())
+    wl["duration_s"] = duration_s
+    out = tmp_path / os.path.basename(path)
+    out.write_text(json.dumps(wl))
+    return str(out)
+
+
+def test_faulty_gpu_quarantined_nothing_lost_no_retry_on_failed_gpu(tmp_path):
+    # The breaker runs on its defaults (3 failures in 60 s or in 10 attempts).
+    assert "breaker" not in json.loads(open(FAULTY8).read())["scheduler"]
+    out = json.loads(run_sim("--workload", FAULTY8, "--policy", "all", "--json",
+                             "--no-timing").stdout)
+    g = out["gpuq"]
+    bad = g["gpus"]["gpu-fail"]
+    assert bad["quarantines"] >= 1
+    assert bad["jobs_before_quarantine"] <= 20, bad
+    # Every accepted job ends; a retry never goes back to a GPU that failed it.
+    assert g["jobs_lost"] == 0
+    assert g["retries_on_failed_gpu"] == 0
+    assert g["completed"] + g["failed"] == sum(c["jobs"] for c in g["per_capability"].values())
+    # Healthy GPUs are never quarantined; the hanging one's attempts end by lease.
+    for gid, x in g["gpus"].items():
+        if gid != "gpu-fail":
+            assert x["quarantines"] == 0, gid
+    assert g["gpus"]["gpu-hang"]["failures"] >= 1
+    # The baselines have no breaker: the failing GPU keeps getting work.
+    for pol in ("rr", "least-loaded", "affinity", "pick-worker"):
+        r = out[pol]
+        assert r["eta_error"] is None
+        assert r["jobs_lost"] == 0, pol
+        assert r["gpus"]["gpu-fail"]["quarantines"] == 0
+        assert r["gpus"]["gpu-fail"]["attempts"] > bad["attempts"], pol
+    # ETA error is reported per lane for gpuq.
+    for lane in ("interactive", "batch"):
+        e = g["eta_error"][lane]
+        assert e["jobs"] > 0 and 0 <= e["p50"] <= e["p90"], (lane, e)
+
+
+def test_default_breaker_never_quarantines_seed7(tmp_path):
+    g = json.loads(run_sim("--workload", SEED7, "--policy", "gpuq", "--json",
+                           "--no-timing").stdout)["gpuq"]
+    assert sum(x["failures"] for x in g["gpus"].values()) > 0  # some faults happen
+    for gid, x in g["gpus"].items():
+        assert x["quarantines"] == 0, (gid, x)
+
+
+def test_quarantine_keeps_image_fast_tail_near_the_control(tmp_path):
+    f = json.loads(run_sim("--workload", short(FAULTY8, tmp_path), "--policy", "gpuq",
+                           "--json", "--no-timing").stdout)["gpuq"]
+    c = json.loads(run_sim("--workload", short(FAULTY8_CONTROL, tmp_path), "--policy", "gpuq",
+                           "--json", "--no-timing").stdout)["gpuq"]
+    assert f["latency"]["image.fast"]["p99"] <= 1.3 * c["latency"]["image.fast"]["p99"]
+
+
+def test_gpu_faults_field_validated(tmp_path):
+    wl = json.loads(open(FAULTY8).read())
+    wl["fleet"][1]["faults"]["fail_share"] = 1.5
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(wl))
+    p = run_sim("--workload", str(bad), "--policy", "gpuq", check=False)
+    assert p.returncode != 0
+    assert "fleet[1].faults.fail_share" in p.stderr

@@ -2,7 +2,9 @@
  * after N counted failures within the window, old failures fall out of the
  * window, the caller's faults do not count, one probe at a time when
  * half-open, a failed probe doubles the cool-down up to the ceiling, a
- * successful one closes it, and what the scheduler sees (breaker_apply). */
+ * successful one closes it, and what the scheduler sees (breaker_apply);
+ * the attempt-count rule (failures of the last window_attempts attempts)
+ * opens it whatever the pace of the failures. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -29,6 +31,7 @@ static void test_defaults_and_counting_classes(void **state)
     assert_true(p.window_ns == 60 * SEC);
     assert_true(p.cooldown_ns == 60 * SEC);
     assert_true(p.max_cooldown_ns == 900 * SEC);
+    assert_int_equal(p.window_attempts, 10);
     const char *gpu[] = {"oom", "cuda", "crash", "hang", "qc", "lease", "lost"};
     for (size_t i = 0; i < sizeof(gpu) / sizeof(gpu[0]); i++)
         assert_true(breaker_counts(gpu[i]));
@@ -66,6 +69,7 @@ static void test_old_failures_fall_out_and_non_counting(void **state)
 {
     (void)state;
     struct breaker_policy p = pol();
+    p.window_attempts = 0; /* the time window alone */
     struct breaker b;
     breaker_init(&b);
     breaker_record(&p, &b, false, "cuda", 0);
@@ -87,6 +91,89 @@ static void test_old_failures_fall_out_and_non_counting(void **state)
     breaker_init(&n);
     for (int i = 0; i < 50; i++)
         assert_int_equal(breaker_record(&p, &n, false, "cuda", i * SEC), BREAKER_EV_NONE);
+}
+
+/* Records `n` successes, 100 s apart from t (never two failures in 60 s). */
+static int64_t oks(const struct breaker_policy *p, struct breaker *b, int n, int64_t t)
+{
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(breaker_record(p, b, true, NULL, t), BREAKER_EV_NONE);
+        t += 100 * SEC;
+    }
+    return t;
+}
+
+static void test_attempt_rule_opens_at_any_pace(void **state)
+{
+    (void)state;
+    struct breaker_policy p = pol();
+    struct breaker b;
+    breaker_init(&b);
+    /* F ok×4 F ok×4 F: the last 10 attempts hold only 2 failures. */
+    int64_t t = 0;
+    assert_int_equal(breaker_record(&p, &b, false, "cuda", t), BREAKER_EV_NONE);
+    t = oks(&p, &b, 4, t + 100 * SEC);
+    assert_int_equal(breaker_record(&p, &b, false, "cuda", t), BREAKER_EV_NONE);
+    t = oks(&p, &b, 4, t + 100 * SEC);
+    assert_int_equal(breaker_record(&p, &b, false, "cuda", t), BREAKER_EV_NONE);
+    assert_int_equal(b.state, BREAKER_CLOSED);
+    /* ok×3 F: the failures at attempts 6, 11 and 15 are 3 of the last 10. */
+    t = oks(&p, &b, 3, t + 100 * SEC);
+    assert_int_equal(breaker_record(&p, &b, false, "oom", t), BREAKER_EV_OPENED);
+    assert_int_equal(b.state, BREAKER_OPEN);
+    assert_non_null(strstr(b.reason, "3 of the last 10 attempts"));
+    assert_non_null(strstr(b.reason, "oom"));
+    assert_int_equal(b.nattempts, 0);
+    /* A probe's success forgets the history: two more failures do not reopen it. */
+    assert_int_equal(breaker_tick(&p, &b, t + 60 * SEC), BREAKER_EV_PROBING);
+    breaker_assigned(&b);
+    assert_int_equal(breaker_record(&p, &b, true, NULL, t + 70 * SEC), BREAKER_EV_CLOSED);
+    t += 200 * SEC;
+    assert_int_equal(breaker_record(&p, &b, false, "cuda", t), BREAKER_EV_NONE);
+    assert_int_equal(breaker_record(&p, &b, false, "cuda", t + 100 * SEC), BREAKER_EV_NONE);
+    assert_int_equal(b.state, BREAKER_CLOSED);
+}
+
+static void test_attempt_rule_spread_failures_and_caller_faults(void **state)
+{
+    (void)state;
+    struct breaker_policy p = pol();
+    struct breaker b;
+    breaker_init(&b);
+    /* One failure in every 6 attempts, slowly: never 3 within 10 attempts. */
+    int64_t t = 0;
+    for (int r = 0; r < 30; r++) {
+        assert_int_equal(breaker_record(&p, &b, false, "crash", t), BREAKER_EV_NONE);
+        t = oks(&p, &b, 5, t + 100 * SEC);
+    }
+    assert_int_equal(b.state, BREAKER_CLOSED);
+    assert_true(b.trips == 0);
+    /* The caller's faults are not attempts: they push no failure out. */
+    breaker_init(&b);
+    t = 0;
+    assert_int_equal(breaker_record(&p, &b, false, "cuda", t), BREAKER_EV_NONE);
+    t = oks(&p, &b, 7, t + 100 * SEC);
+    for (int i = 0; i < 20; i++) {
+        assert_int_equal(breaker_record(&p, &b, false, "bad_input", t), BREAKER_EV_NONE);
+        assert_int_equal(breaker_record(&p, &b, false, "timeout", t), BREAKER_EV_NONE);
+        t += 100 * SEC;
+    }
+    assert_int_equal(breaker_record(&p, &b, false, "cuda", t), BREAKER_EV_NONE);
+    assert_int_equal(breaker_record(&p, &b, false, "cuda", t + 100 * SEC), BREAKER_EV_OPENED);
+    /* window_attempts = 0: the same history never opens it. */
+    p.window_attempts = 0;
+    breaker_init(&b);
+    t = 0;
+    for (int i = 0; i < 20; i++) {
+        assert_int_equal(breaker_record(&p, &b, false, "cuda", t), BREAKER_EV_NONE);
+        t += 100 * SEC;
+    }
+    /* A window larger than remembered is clamped, not out of bounds. */
+    p.window_attempts = 1000;
+    breaker_init(&b);
+    t = oks(&p, &b, 100, 0);
+    assert_int_equal(breaker_record(&p, &b, false, "cuda", t), BREAKER_EV_NONE);
+    assert_int_equal(b.nattempts, BREAKER_MAX_ATTEMPTS);
 }
 
 static void trip(const struct breaker_policy *p, struct breaker *b, int64_t t)
@@ -163,6 +250,8 @@ int main(void)
         cmocka_unit_test(test_opens_after_n_in_window),
         cmocka_unit_test(test_old_failures_fall_out_and_non_counting),
         cmocka_unit_test(test_half_open_single_probe_and_backoff),
+        cmocka_unit_test(test_attempt_rule_opens_at_any_pace),
+        cmocka_unit_test(test_attempt_rule_spread_failures_and_caller_faults),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
