@@ -219,6 +219,8 @@ static int on_setting(void *arg, const char *section, const char *key, const cha
             SET_INT(cfg->breaker.failures, 0, BREAKER_MAX_WINDOW);
         if (!strcmp(key, "window_ms"))
             SET_INT_NS(cfg->breaker.window_ns, 100, 86400000);
+        if (!strcmp(key, "window_attempts"))
+            SET_INT(cfg->breaker.window_attempts, 0, BREAKER_MAX_ATTEMPTS);
         if (!strcmp(key, "cooldown_ms"))
             SET_INT_NS(cfg->breaker.cooldown_ns, 10, 86400000);
         if (!strcmp(key, "max_cooldown_ms"))

@@ -38,7 +38,7 @@ struct head_config {
     int ttl_ms;                  /* silent longer than this → removed; default 15000 */
     /* [lifecycle] max_attempts (also [jobs] max_attempts), lease_ms, orphan_grace_ms */
     struct lc_policy lifecycle;
-    /* [breaker] failures, window_ms, cooldown_ms, max_cooldown_ms */
+    /* [breaker] failures, window_ms, window_attempts, cooldown_ms, max_cooldown_ms */
     struct breaker_policy breaker;
     /* [scheduler] */
     struct sched_config sched;
