@@ -921,15 +921,16 @@ void sched_stats(const struct sched *s, struct sched_stats *out)
     out->holds = s->holds;
 }
 
-/* Work (nominal GPU-seconds) queued ahead of j among its capability's
- * queues: everything in a higher-priority list, and in its own list what was
- * submitted before it. Walks only those jobs. */
-static double work_ahead(const struct sched *s, const struct sjob *j)
+/* Work (nominal GPU-seconds) queued ahead of j in dispatch order (lane, tier,
+ * then submit time, as sched_dispatch takes them) among the queues of the
+ * capabilities marked in `shares` — those with a worker in common with j's
+ * (they draw on the same slots). Walks only the jobs ahead of j in each. */
+static double work_ahead(const struct sched *s, const struct sjob *j, const bool *shares)
 {
     double ahead = 0;
     for (int k = 0; k < s->nqueues; k++) {
         const struct squeue *q = &s->queues[k];
-        if (q->cap != j->cap || q->q.count == 0)
+        if (!shares[q->cap] || q->q.count == 0)
             continue;
         for (int l = 0; l <= j->qlist && l < JOB_QUEUE_LISTS; l++)
             for (const struct sjob *o = q->q.head[l]; o; o = o->next) {
@@ -972,33 +973,46 @@ static int eta_queued(struct sched *s, struct sjob *j, int64_t now, double *star
     bool warm = !j->spec.model[0];
     double speed_sum = 0;
     int nw = 0;
+    bool *shares = xcalloc((size_t)(s->ncaps > 0 ? s->ncaps : 1), sizeof(bool));
+    shares[j->cap] = true;
     for (int i = 0; i < s->nworkers; i++) {
         struct sworker *w = s->workers[i];
         if (!worker_usable(w) || sched_worker_cap_slot(w, j->cap) < 0 ||
             !sched_worker_can_hold(s, w, j->model))
             continue;
+        for (int c = 0; c < w->ncaps; c++)
+            shares[w->caps[c]] = true;
         sched_project(s, w, now);
         double sp = sched_worker_speed(w);
+        /* A worker that will not have the model once its placed jobs ran
+         * must load it first: its slots open to this job that much later
+         * (the dispatcher weighs the same cost when it holds a job for a
+         * busy warm worker rather than loading an idle cold one). */
+        bool has = !j->spec.model[0];
+        for (int m = 0; m < w->nproj && !has; m++)
+            has = w->proj_model[m] == j->model;
+        int64_t shift = has ? 0 : (int64_t)(sched_model_load_s(s, j->model) * 1e9);
         for (int k = 0; k < w->info.concurrency; k++) {
             if (nslots == cap_slots) {
                 cap_slots = cap_slots ? cap_slots * 2 : 16;
                 sl = xrealloc(sl, (size_t)cap_slots * sizeof(*sl));
             }
-            sl[nslots].free_ns = w->slots[k] > now ? w->slots[k] : now;
+            sl[nslots].free_ns = (w->slots[k] > now ? w->slots[k] : now) + shift;
             sl[nslots].speed = sp;
             nslots++;
         }
-        for (int m = 0; m < w->info.nloaded && !warm; m++)
-            warm = w->loaded_model[m] == j->model;
+        warm = warm || has;
         speed_sum += sp;
         nw++;
     }
     if (nslots == 0) {
         free(sl);
+        free(shares);
         return 0;
     }
     qsort(sl, (size_t)nslots, sizeof(*sl), eta_slot_cmp);
-    double ahead = work_ahead(s, j);
+    double ahead = work_ahead(s, j, shares);
+    free(shares);
     /* Capacity worked off by time t is sum over freed slots of speed x (t - free). */
     double t = 0, rate = 0, left = ahead;
     for (int k = 0; k < nslots; k++) {
@@ -1016,9 +1030,10 @@ static int eta_queued(struct sched *s, struct sjob *j, int64_t now, double *star
     if (left > 0)
         t += left / rate;
     free(sl);
+    (void)warm; /* the load is in the slots' shift */
     double run = j->cost_s / (speed_sum / nw);
     *start_s = t > 0 ? t : 0;
-    *finish_s = *start_s + (warm ? 0 : sched_model_load_s(s, j->model)) + run;
+    *finish_s = *start_s + run;
     return 0;
 }
 

@@ -184,15 +184,18 @@ void sched_stats(const struct sched *s, struct sched_stats *out);
  * sched_job_parked). Running: its start plus estimated load and run; placed:
  * its worker's projection (running jobs' estimated ends, then the jobs placed
  * before it); queued: the slots of the usable workers that can hold its
- * model free at their projected times and then work at their speeds, and the
- * job starts once they have worked off the jobs of its capability queued
- * ahead of it (higher lane/tier, or earlier in its own).
+ * model free at their projected times (plus the model's load on a worker
+ * that will not have it) and then work at their speeds, and the job starts
+ * running once they have worked off the jobs queued ahead of it in dispatch
+ * order (higher lane/tier, or earlier in the same) in every capability that
+ * shares one of those workers; it finishes one run later at their mean speed.
  * Cost: running O(1); placed O(jobs placed on its worker) at most, usually
  * O(1) (the projection is cached until the worker changes); queued
- * O(W x C log(W x C) + A) for W workers of its capability with C slots each
- * and A jobs queued ahead of it — microseconds for hundreds of GPUs, so it
- * can be called on every read of a job. GPUQ_ENOENT for a job it does not
- * hold. */
+ * O(W x (C log(W x C) + K) + Q + A) for W workers of its capability with C
+ * slots and K capabilities each, Q (capability, model) queues and A jobs
+ * queued ahead of it in the queues walked — microseconds for hundreds of
+ * GPUs, so it can be called on every read of a job. GPUQ_ENOENT for a job it
+ * does not hold. */
 int sched_job_eta(const struct sched *s, uint64_t job_id, int64_t now, double *start_s,
                   double *finish_s);
 /* sched_job_parked: true when the job waits because no usable worker of its

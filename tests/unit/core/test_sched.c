@@ -774,6 +774,49 @@ static void test_eta_running_placed_queued(void **state)
     sched_destroy(s);
 }
 
+/* A queued job's ETA counts the work queued ahead of it in every capability
+ * that shares its workers (dispatch is oldest-first across them), and a
+ * worker without the model opens to it only after loading it. */
+static void test_eta_counts_shared_work_and_cold_load(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    struct worker_info w;
+    mk_worker(&w, "gpu0", 32768);
+    load(&w, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    add(s, 1, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, NULL, NULL), 1);
+    uint64_t id;
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    /* Queued, not dispatched: an image.hq job, then an image.fast one. */
+    add(s, 2, "image.hq", "image-hq", 1, S(0.5));
+    add(s, 3, "image.fast", "image-v2", 1, S(0.6));
+    struct job_spec hq;
+    mk_job(&hq, 2, "image.hq", "image-hq", 1);
+    double c2 = sched_estimate_cost(s, &hq);
+    assert_true(c2 > 0);
+    double st, fin;
+    /* gpu0 frees at 2.5 s; the image.hq job ahead takes c2 of it first. */
+    assert_int_equal(sched_job_eta(s, 3, S(1), &st, &fin), 0);
+    assert_float_equal(st, 1.5 + c2, 1e-6);
+    assert_float_equal(fin, st + 2.5, 1e-6);
+    /* An idle GPU without image-v2 joins: its slot opens after the 5 s load.
+     * Water-filling from now (1 s): gpu0 at 1.5, gpu1 at 5. */
+    mk_worker(&w, "gpu1", 32768);
+    assert_int_equal(sched_worker_update(s, &w, S(1)), 0);
+    double want = c2 <= 3.5 ? 1.5 + c2 : 5 + (c2 - 3.5) / 2;
+    assert_int_equal(sched_job_eta(s, 3, S(1), &st, &fin), 0);
+    assert_float_equal(st, want, 1e-6);
+    assert_float_equal(fin, st + 2.5, 1e-6);
+    /* The image.hq job itself: nothing ahead, no GPU has image-hq: the
+     * earliest slot plus its 4 s load (gpu1: 1 s + 4 s from now → 4 s). */
+    assert_int_equal(sched_job_eta(s, 2, S(1), &st, &fin), 0);
+    assert_float_equal(st, 4.0, 1e-6);
+    assert_float_equal(fin, 4.0 + c2, 1e-6);
+    sched_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -795,6 +838,7 @@ int main(void)
         cmocka_unit_test(test_unservable_model_does_not_block_its_capability),
         cmocka_unit_test(test_drained_only_capable_worker_parks_then_resumes),
         cmocka_unit_test(test_eta_running_placed_queued),
+        cmocka_unit_test(test_eta_counts_shared_work_and_cold_load),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
