@@ -176,17 +176,16 @@ def test_agent_kill9_immediate_restart(fx):
     agent.wait_ready()
     key, c = tenant(head, "ak")
     ledger = Ledger(head.url, key)
-    submit_all(ledger, range(40), 150, "ak")
-    ids = list(ledger.acked)
-    wait_until(lambda: count_state(c, ids, "succeeded") >= 4 and running_on(c, ids, "ak-"),
-               20, "some jobs done and one generating on the agent")
-    held = running_on(c, ids, "ak-")
+    # Two long jobs that are surely running when the agent dies, then a burst.
+    held = [ledger.submit(i, job_body(i, 3000, "ak"))["id"] for i in range(2)]
+    submit_all(ledger, range(2, 40), 150, "ak")
+    wait_until(lambda: len(running_on(c, held, "ak-")) == 2, 20, "both long jobs generating")
     agent.kill9()
     agent.start()  # same config, same worker ids
-    print(f"killed the agent while it ran {[j['id'] for j in held]}")
+    print(f"killed the agent while it ran {held}")
     final = check_ledger("agent kill -9", c, ledger, [proxy], timeout_s=30)
-    for j in held:
-        assert final[j["id"]]["attempt"] >= 2, final[j["id"]]
+    for jid in held:
+        assert final[jid]["attempt"] >= 2, final[jid]
 
 
 # --- 3. kill -9 of a runtime mid-job ------------------------------------------------------
