@@ -384,6 +384,9 @@ def test_runtime_that_exits_at_once_job_retried_elsewhere_no_spin(fx, tmp_path):
 def test_runtime_flooding_garbage_agent_stays_bounded(fx, tmp_path):
     head = fx.head(ttl_ms=5000)
     state = str(tmp_path / "rt-flood")
+    # A good agent first, so that the flooded job has somewhere else to go.
+    pg = fx.proxy(head)
+    fx.agent(head, "fg", via=pg, gpus=2).wait_ready()
     pf = fx.proxy(head)
     bad = fx.agent(head, "fl", via=pf, gpus=1,
                    runtime=f"{sys.executable} {FAKES}/runtime_fault.py --mode flood "
@@ -392,10 +395,12 @@ def test_runtime_flooding_garbage_agent_stays_bounded(fx, tmp_path):
     events = os.path.join(state, "fl-gpu0.events")
     key, c = tenant(head, "fl")
     ledger = Ledger(head.url, key)
-    first = ledger.submit(0, job_body(0, 100, "fl"))["id"]
+    submit_all(ledger, range(20), 200, "fl")  # fl-gpu0 is idle: it gets one of these
     flood = wait_until(lambda: [ln for ln in read_lines(events) if ln.startswith("flood ")], 20,
-                       "the runtime to start flooding")
+                       "the runtime of fl-gpu0 to get a job and flood")
     flood_pid = int(flood[0].split()[1])
+    flooded_job = [ln.split()[1] for ln in read_lines(events) if ln.startswith("job ")][0]
+    flooded_job = flooded_job.split(".")[0]  # runtime ids are <job>.<attempt>
     t0 = time.monotonic()
     log0 = file_size(bad.log_path)
     limit = 1 << 20  # the agent's log may grow by at most 1 MiB for the whole flood
@@ -420,13 +425,11 @@ def test_runtime_flooding_garbage_agent_stays_bounded(fx, tmp_path):
 
     wait_until(flood_killed, 15, f"the flooding runtime {flood_pid} to be killed")
     assert count_in_file(events, "flood-gave-up") == 0, "the runtime stopped flooding by itself"
-    print(f"flood ended after {time.monotonic() - t0:.1f} s, agent log +"
+    print(f"job {flooded_job}: flood ended after {time.monotonic() - t0:.1f} s, agent log +"
           f"{file_size(bad.log_path) - log0} bytes")
-    pg = fx.proxy(head)
-    fx.agent(head, "fg", via=pg, gpus=2).wait_ready()
-    submit_all(ledger, range(1, 20), 100, "fl")
     final = check_ledger("runtime floods", c, ledger, [pf, pg], timeout_s=40)
-    assert final[first]["worker_id"] != "fl-gpu0" and final[first]["attempt"] >= 2, final[first]
+    j = final[flooded_job]
+    assert j["worker_id"] != "fl-gpu0" and j["attempt"] >= 2, j
     log_bounded()
 
 
