@@ -684,11 +684,24 @@ def check_ledger(name, client, ledger, proxies, timeout_s=60, all_succeed=True,
                if i in final and final[i]["state"] != j["state"]]
     assert not changed, f"{name}: jobs whose terminal state changed: {changed}"
 
-    accepted = {}
-    for p in proxies:
-        assert not p.parse_errors, f"{name}: proxy could not follow HTTP: {p.parse_errors[:3]}"
-        for jid, atts in p.accepted_completions().items():
-            accepted.setdefault(jid, set()).update(atts)
+    def accepted_now():
+        acc = {}
+        for p in proxies:
+            assert not p.parse_errors, f"{name}: proxy could not follow HTTP: {p.parse_errors[:3]}"
+            for jid, atts in p.accepted_completions().items():
+                acc.setdefault(jid, set()).update(atts)
+        return acc
+
+    # A job may read succeeded a moment before its 200 has gone back through
+    # the proxy: wait (bounded) until every success has been seen there.
+    succeeded = [i for i, j in final.items() if j["state"] == "succeeded"]
+    if every_success_observed:
+        try:
+            wait_until(lambda: all(i in accepted_now() for i in succeeded), 5,
+                       "the proxy to see every success's 200")
+        except AssertionError:
+            pass  # reported below, job by job
+    accepted = accepted_now()
     dup = {j: sorted(a) for j, a in accepted.items() if len(a) > 1}
     assert not dup, f"{name}: more than one attempt's result accepted (200): {dup}"
     bad = []
