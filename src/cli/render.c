@@ -222,6 +222,11 @@ void render_workers_table(FILE *f, const json_t *workers)
         fprintf(f, "%-22s %-9s %6s %17s %-8s %s\n", render_str(w, "id", id, sizeof id),
                 render_str(w, "state", st, sizeof st), temp, vram, infl,
                 models_list(json_object_get(w, "loaded_models"), models, sizeof models));
+        /* A quarantined or probing GPU says why, on the line below it. */
+        const json_t *brk = json_object_get(w, "breaker");
+        const char *why = json_string_value(json_object_get(brk, "reason"));
+        if (strcmp(st, "quarantined") == 0 || strcmp(st, "probing") == 0)
+            fprintf(f, "%-22s   %s\n", "", why && *why ? why : "(no reason given)");
     }
 }
 

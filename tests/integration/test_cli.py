@@ -347,3 +347,27 @@ def test_cli_dead_jobs_attempts_and_resubmit(head_factory):
     assert b["job_id"] == job["id"] and b["attempt"] == 2
     assert w.complete(b).status == 200
     assert gpuq_json(h, "get", job["id"], key=key)["state"] == "succeeded"
+
+
+def test_cli_workers_shows_a_quarantined_gpu_and_why(head_factory):
+    h = head_factory(config_text="[lifecycle]\nmax_attempts = 5\n"
+                     "[breaker]\nfailures = 2\nwindow_ms = 60000\ncooldown_ms = 600000\n")
+    key = h.add_tenant("acme")
+    w = FakeWorker(h, h.add_worker_token(), "gpu-bad").start()
+    gpuq_json(h, "submit", "--capability", "image.fast", "--prompt", "a fox", key=key)
+    for attempt in (1, 2):
+        a = w.poll()
+        assert a["attempt"] == attempt
+        assert w.fail(a, "cuda", "illegal memory access").status == 200
+
+    def quarantined():
+        ws = gpuq_json(h, "workers", key=h.admin_key)["workers"]
+        return ws[0] if ws and ws[0]["state"] == "quarantined" else None
+
+    view = wait_until(quarantined, 5, "the worker to be quarantined")
+    p = gpuq(h, "workers", key=h.admin_key)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    row = [i for i, line in enumerate(lines) if line.startswith("gpu-bad")]
+    assert row and "quarantined" in lines[row[0]], p.stdout
+    assert lines[row[0] + 1].strip() == view["breaker"]["reason"], p.stdout
