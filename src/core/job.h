@@ -5,6 +5,7 @@
 #ifndef GPUQ_CORE_JOB_H
 #define GPUQ_CORE_JOB_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/sched.h"
@@ -28,6 +29,12 @@ struct sjob {
     /* Estimates on w, set at placement/projection. */
     double est_load_s, est_run_s, est_speed;
     int64_t est_start_ns; /* projected (PLACED) or actual (RUNNING) start */
+    /* PLACED on a worker in its exclusion list (only when no other could
+     * take it at the time); counted in sched.nexcl_placed. */
+    bool on_excluded;
+    /* QUEUED again after being taken off such a worker: its id, for the
+     * explanation of the next placement; empty otherwise. */
+    char moved_off[SCHED_NAME_MAX];
 };
 
 #endif

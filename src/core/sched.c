@@ -358,6 +358,10 @@ static void placed_unlink(struct sched *s, struct sjob *j)
     j->prev = j->next = NULL;
     w->nplaced--;
     s->nplaced--;
+    if (j->on_excluded) {
+        j->on_excluded = false;
+        s->nexcl_placed--;
+    }
     worker_cap_jobs(s, w, j->cap, -1);
     w->dirty = true;
     j->w = NULL;
@@ -377,6 +381,10 @@ static void placed_append(struct sched *s, struct sworker *w, struct sjob *j)
     w->placed_tail = j;
     w->nplaced++;
     s->nplaced++;
+    if (j->spec.nexclude > 0 && sched_job_excludes(j, w->info.id)) {
+        j->on_excluded = true;
+        s->nexcl_placed++;
+    }
     worker_cap_jobs(s, w, j->cap, +1);
     w->dirty = true;
     sched_worker_sync_open(s, w);
@@ -435,6 +443,33 @@ static void requeue_placed(struct sched *s, struct sworker *w)
         struct sjob *j = w->placed_tail;
         placed_unlink(s, j);
         queue_job(s, j, true);
+    }
+}
+
+/* A retry is placed on a worker that failed it only while no other worker
+ * could take it (sched_exclusion_binds was false). When the fleet changes so
+ * that one could — a worker registers, recovers from quarantine, stops
+ * draining, gains room — such jobs go back to the front of their queue, and
+ * dispatch places them on a worker they do not exclude, waiting for it if it
+ * is busy rather than run again where they failed (sched_score_one filters the
+ * excluded ones). Looks only when such jobs exist and the fleet changed since
+ * the last look (nothing else can make an exclusion bind): O(1) otherwise. */
+static void release_excluded(struct sched *s)
+{
+    if (s->nexcl_placed == 0 || s->excl_checked_ver == s->fleet_ver)
+        return;
+    s->excl_checked_ver = s->fleet_ver;
+    for (int i = 0; i < s->nworkers && s->nexcl_placed > 0; i++) {
+        struct sworker *w = s->workers[i];
+        /* Back to front, each pushed to the queue's front: order kept. */
+        for (struct sjob *j = w->placed_tail, *prev; j; j = prev) {
+            prev = j->prev;
+            if (!j->on_excluded || !sched_exclusion_binds(s, j))
+                continue;
+            copy_name(j->moved_off, w->info.id);
+            placed_unlink(s, j);
+            queue_job(s, j, true);
+        }
     }
 }
 
@@ -757,6 +792,9 @@ int sched_take(struct sched *s, const char *worker_id, int64_t now, uint64_t *jo
         return GPUQ_ENOENT;
     if (w->nrunning >= w->info.concurrency || !worker_usable(w))
         return GPUQ_EAGAIN;
+    /* A retry placed here while this worker was the only one for it, which
+     * another could now take, is not this worker's to start. */
+    release_excluded(s);
     if (!w->placed_head)
         sched_rebalance_one(s, w, now, NULL, NULL);
     struct sjob *j = w->placed_head;
@@ -844,6 +882,9 @@ int sched_dispatch(struct sched *s, int64_t now,
         return GPUQ_EINVAL;
     see_now(s, now);
     int n = 0;
+    /* 0. Retries placed on a worker that failed them go back to the queue
+     * once another worker could take them. */
+    release_excluded(s);
     /* 1. Late binding: a GPU that has a free slot and nothing to start takes a
      * placed job that would finish sooner here. */
     if (s->nplaced > 0) {
@@ -894,6 +935,15 @@ int sched_dispatch(struct sched *s, int64_t now,
             continue;
         }
         q->parked_ver = 0;
+        if (best->moved_off[0]) {
+            /* A late-binding move off a worker that failed it. */
+            char r[sizeof(why->reason)];
+            snprintf(r, sizeof(r), "%s", why->reason);
+            snprintf(why->reason, sizeof(why->reason), "retry moved off %.40s (failed it): %.80s",
+                     best->moved_off, r);
+            best->moved_off[0] = '\0';
+            s->moves++;
+        }
         unqueue_job(s, best, true);
         place(s, best, w, &why->cand[0]);
         n++;

@@ -112,6 +112,8 @@ struct sched {
     struct hashmap model_ix, cap_ix, class_ix, worker_ix, jobs, queue_ix;
     struct estimator *est;
     int nqueued, nplaced, nrunning;
+    int nexcl_placed;          /* placed jobs with on_excluded set */
+    uint64_t excl_checked_ver; /* fleet_ver at the last look at those jobs */
     double backlog_s;
     int64_t decisions, moves, holds;
     int64_t now; /* latest `now` seen (projection base for bookkeeping) */

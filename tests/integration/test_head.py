@@ -749,3 +749,36 @@ def test_restart_requeues_running_jobs_and_keeps_their_history(head_factory):
     assert x["job_id"] == failed["id"] and x["attempt"] == 3
     assert w.complete(x).status == 200
     assert [y["outcome"] for y in job_of(c, failed["id"])["attempts"]] == ["error", "requeued", "ok"]
+
+
+def test_retry_leaves_the_failed_gpu_when_another_registers(head_factory):
+    """A job fails on gpu-a while gpu-a is the only GPU of its capability, so
+    its retry is placed back on gpu-a; gpu-b registers before gpu-a takes it.
+    The retry must run on gpu-b (gpu-a stays idle), not again where it
+    failed."""
+    h = head_factory(config_text="[lifecycle]\nmax_attempts = 3\n")
+    c = h.client(h.add_tenant("acme"))
+    token = h.add_worker_token()
+    wa = FakeWorker(h, token, "gpu-a").start()
+    job = submit(c).json()
+    a = wa.poll()
+    assert a["job_id"] == job["id"] and a["attempt"] == 1
+    assert wa.fail(a, "cuda").json()["retried"] is True
+    # The retry is placed on gpu-a, the only GPU there is (observed in the
+    # placement log, before gpu-b exists).
+    placement = f'"event":"placement","job":"{job["id"]}","worker":"gpu-a"'
+    wait_until(lambda: h.tail(200000).count(placement) >= 2, 10,
+               "the retry to be placed back on gpu-a")
+    assert job_of(c, job["id"])["state"] == "queued"
+    wb = FakeWorker(h, token, "gpu-b").start()
+    # gpu-a asks for work first: it does not get the job it failed.
+    assert wa.poll(wait=1) is None
+    b = wb.poll(wait=5)
+    assert b is not None and b["job_id"] == job["id"] and b["attempt"] == 2
+    moved = f'"event":"placement","job":"{job["id"]}","worker":"gpu-b","reason":"retry moved off gpu-a'
+    assert moved in h.tail(200000)
+    assert wb.complete(b).status == 200
+    done = job_of(c, job["id"])
+    assert done["state"] == "succeeded"
+    assert [(x["worker"], x["outcome"]) for x in done["attempts"]] == [
+        ("gpu-a", "error"), ("gpu-b", "ok")]

@@ -1,7 +1,8 @@
 /* test_sched.c: the scheduler's rules with scripted state and time — affinity
  * vs cold loads by completion time, thermal penalty, measured speed, mixed
  * VRAM, utility bursts that must not evict the generation model, late binding
- * (moves to a GPU that frees, and off a failed one), explanations, lost
+ * (moves to a GPU that frees, and off a failed one), retries that leave the
+ * GPU that failed them once another can run them, explanations, lost
  * workers, load-ratio tie-break, queue tiers. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -640,6 +641,150 @@ static void test_exclusion_ignores_a_worker_too_small(void **state)
     sched_destroy(s);
 }
 
+/* The reported bug, with scripted time: a job fails on gpu-a while gpu-a is
+ * the only worker of its capability, so its retry goes back to gpu-a; gpu-b
+ * registers before gpu-a starts it. The retry must move to gpu-b, though
+ * gpu-b is cold and gpu-a warm (no completion-time gain would move it). */
+static void test_retry_leaves_failed_gpu_when_another_registers(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    struct worker_info a, b;
+    mk_worker(&a, "gpu-a", 32768);
+    load(&a, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &a, 0), 0);
+    struct rec r = {0};
+    uint64_t id;
+    add(s, 1, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_int_equal(sched_take(s, "gpu-a", 0, &id), 0);
+    assert_int_equal(id, 1);
+    assert_int_equal(sched_job_finished(s, 1, false, 0, S(1), S(1)), 0);
+    /* The retry: gpu-a failed it, but nothing else can take it. */
+    const char ex[1][SCHED_NAME_MAX] = {"gpu-a"};
+    struct job_spec j;
+    mk_job(&j, 1, "image.fast", "image-v2", 1);
+    j.exclude = ex;
+    j.nexclude = 1;
+    assert_int_equal(sched_job_add(s, &j, S(1)), 0);
+    assert_int_equal(sched_dispatch(s, S(1), on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu-a");
+    /* gpu-b registers (empty: a cold load) before gpu-a takes the retry. */
+    mk_worker(&b, "gpu-b", 32768);
+    assert_int_equal(sched_worker_update(s, &b, S(2)), 0);
+    r.n = 0;
+    assert_int_equal(sched_dispatch(s, S(2), on_placed, &r), 1);
+    assert_int_equal(r.job, 1);
+    assert_string_equal(r.worker, "gpu-b");
+    assert_non_null(strstr(r.why.reason, "retry moved off gpu-a"));
+    assert_int_equal(sched_take(s, "gpu-a", S(2), &id), GPUQ_EAGAIN);
+    assert_int_equal(sched_take(s, "gpu-b", S(2), &id), 0);
+    assert_int_equal(id, 1);
+    struct sched_stats st;
+    sched_stats(s, &st);
+    assert_int_equal(st.moves, 1);
+    assert_int_equal(st.placed + st.queued, 0);
+    sched_destroy(s);
+}
+
+/* The same when gpu-a asks for work before the next dispatch, when gpu-b
+ * comes back from quarantine (unhealthy -> healthy) rather than registering,
+ * and when gpu-b is busy: the retry waits for it rather than run on gpu-a,
+ * while gpu-a still takes the jobs that did not fail there. */
+static void test_failed_gpu_does_not_take_retry_another_could_run(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    struct worker_info a, b;
+    mk_worker(&a, "gpu-a", 32768);
+    load(&a, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &a, 0), 0);
+    mk_worker(&b, "gpu-b", 32768);
+    load(&b, "image-v2", 22528);
+    b.healthy = false; /* quarantined */
+    assert_int_equal(sched_worker_update(s, &b, 0), 0);
+    struct rec r = {0};
+    const char ex[1][SCHED_NAME_MAX] = {"gpu-a"};
+    add_excl(s, 1, ex, 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu-a");
+    /* gpu-b recovers with a long job running: it is busy for ~40 s. */
+    b.healthy = true;
+    assert_int_equal(sched_worker_update(s, &b, S(1)), 0);
+    add(s, 2, "image.fast", "image-v2", 16, S(1));
+    uint64_t id;
+    /* gpu-a asks first: it must not start the retry another GPU can run. */
+    assert_int_equal(sched_take(s, "gpu-a", S(1), &id), GPUQ_EAGAIN);
+    struct sched_stats st;
+    sched_stats(s, &st);
+    assert_int_equal(st.queued, 2);
+    assert_int_equal(st.placed, 0);
+    /* Dispatch (oldest first): the retry goes to gpu-b, job 2 too. */
+    r.n = 0;
+    assert_int_equal(sched_dispatch(s, S(1), on_placed, &r), 2);
+    assert_int_equal(sched_take(s, "gpu-b", S(1), &id), 0);
+    assert_int_equal(id, 1);
+    /* gpu-b is now busy with the retry; job 2 may move to gpu-a (late
+     * binding) — it never failed there. */
+    assert_int_equal(sched_take(s, "gpu-a", S(1), &id), 0);
+    assert_int_equal(id, 2);
+    /* Another retry that failed on gpu-a arrives while gpu-b runs a job and
+     * gpu-a is idle: it waits on gpu-b. */
+    add_excl(s, 3, ex, 1, S(2));
+    r.n = 0;
+    assert_int_equal(sched_dispatch(s, S(2), on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu-b");
+    assert_int_equal(sched_take(s, "gpu-a", S(2), &id), GPUQ_EAGAIN);
+    sched_destroy(s);
+}
+
+/* The fallback stays: while the failed GPU is the only usable one (the
+ * other is quarantined, draining, or too small for the model), the retry
+ * runs there rather than wait forever, and heartbeats that change nothing do
+ * not send it back. */
+static void test_retry_falls_back_to_failed_gpu_when_only_usable(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    struct worker_info a, b, c;
+    mk_worker(&a, "gpu-a", 32768);
+    load(&a, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &a, 0), 0);
+    mk_worker(&b, "gpu-b", 32768);
+    b.healthy = false;
+    assert_int_equal(sched_worker_update(s, &b, 0), 0);
+    mk_worker(&c, "gpu-c", 16384); /* cannot hold image-v2 */
+    assert_int_equal(sched_worker_update(s, &c, 0), 0);
+    struct rec r = {0};
+    const char ex[1][SCHED_NAME_MAX] = {"gpu-a"};
+    add_excl(s, 1, ex, 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu-a");
+    /* gpu-b goes from quarantined to draining: still unusable. */
+    b.healthy = true;
+    b.draining = true;
+    assert_int_equal(sched_worker_update(s, &b, S(1)), 0);
+    assert_int_equal(sched_worker_update(s, &a, S(1)), 0);
+    assert_int_equal(sched_worker_update(s, &c, S(1)), 0);
+    r.n = 0;
+    assert_int_equal(sched_dispatch(s, S(1), on_placed, &r), 0);
+    uint64_t id;
+    assert_int_equal(sched_take(s, "gpu-a", S(1), &id), 0);
+    assert_int_equal(id, 1);
+    /* A retry queued while gpu-a is busy and nothing else usable is placed
+     * on gpu-a too (behind the running job). */
+    add_excl(s, 2, ex, 1, S(2));
+    assert_int_equal(sched_dispatch(s, S(2), on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu-a");
+    assert_int_equal(sched_job_finished(s, 1, true, 0, S(1), S(3)), 0);
+    assert_int_equal(sched_take(s, "gpu-a", S(3), &id), 0);
+    assert_int_equal(id, 2);
+    struct sched_stats st;
+    sched_stats(s, &st);
+    assert_int_equal(st.moves, 0);
+    sched_destroy(s);
+}
+
 static void test_unservable_model_does_not_block_its_capability(void **state)
 {
     (void)state;
@@ -835,6 +980,9 @@ int main(void)
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_exclusion_list_avoids_every_failed_worker),
         cmocka_unit_test(test_exclusion_ignores_a_worker_too_small),
+        cmocka_unit_test(test_retry_leaves_failed_gpu_when_another_registers),
+        cmocka_unit_test(test_failed_gpu_does_not_take_retry_another_could_run),
+        cmocka_unit_test(test_retry_falls_back_to_failed_gpu_when_only_usable),
         cmocka_unit_test(test_unservable_model_does_not_block_its_capability),
         cmocka_unit_test(test_drained_only_capable_worker_parks_then_resumes),
         cmocka_unit_test(test_eta_running_placed_queued),
