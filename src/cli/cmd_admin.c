@@ -154,6 +154,17 @@ int cmd_workers(int argc, char **argv)
     return rc;
 }
 
+/* POSTs an empty body to PREFIX/ID/SUFFIX, ID the first positional argument
+ * (escaped); *v gets the answer. */
+static int post_on_id(struct cli *c, const char *prefix, const char *suffix, json_t **v)
+{
+    char *eid = client_escape(c->pos[0]);
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s/%s", prefix, eid, suffix);
+    free(eid);
+    return cli_call(c, "POST", path, NULL, CLI_REQUEST_TIMEOUT_S, v);
+}
+
 int cmd_resubmit(int argc, char **argv)
 {
     struct cli c = {0};
@@ -165,19 +176,13 @@ int cmd_resubmit(int argc, char **argv)
     if (rc != CLI_OK)
         return rc < 0 ? CLI_OK : rc;
     json_t *v = NULL;
-    if ((rc = want_pos(&c, 1, 1, usage)) == CLI_OK) {
-        char *eid = client_escape(c.pos[0]);
-        char path[512];
-        snprintf(path, sizeof path, "/v1/jobs/%s/resubmit", eid);
-        free(eid);
-        rc = cli_call(&c, "POST", path, NULL, CLI_REQUEST_TIMEOUT_S, &v);
-        if (rc == CLI_OK) {
-            if (c.json)
-                cli_print_json(v);
-            else {
-                char st[32];
-                printf("job %s: %s\n", c.pos[0], render_str(v, "state", st, sizeof st));
-            }
+    if ((rc = want_pos(&c, 1, 1, usage)) == CLI_OK &&
+        (rc = post_on_id(&c, "/v1/jobs", "resubmit", &v)) == CLI_OK) {
+        if (c.json) {
+            cli_print_json(v);
+        } else {
+            char st[32];
+            printf("job %s: %s\n", c.pos[0], render_str(v, "state", st, sizeof st));
         }
     }
     json_decref(v);
@@ -196,18 +201,12 @@ int cmd_drain(int argc, char **argv)
     if (rc != CLI_OK)
         return rc < 0 ? CLI_OK : rc;
     json_t *v = NULL;
-    if ((rc = want_pos(&c, 1, 1, usage)) == CLI_OK) {
-        char *eid = client_escape(c.pos[0]);
-        char path[512];
-        snprintf(path, sizeof path, "/v1/workers/%s/drain", eid);
-        free(eid);
-        rc = cli_call(&c, "POST", path, NULL, CLI_REQUEST_TIMEOUT_S, &v);
-        if (rc == CLI_OK) {
-            if (c.json)
-                cli_print_json(v);
-            else
-                printf("worker %s: draining\n", c.pos[0]);
-        }
+    if ((rc = want_pos(&c, 1, 1, usage)) == CLI_OK &&
+        (rc = post_on_id(&c, "/v1/workers", "drain", &v)) == CLI_OK) {
+        if (c.json)
+            cli_print_json(v);
+        else
+            printf("worker %s: draining\n", c.pos[0]);
     }
     json_decref(v);
     cli_finish(&c);
