@@ -104,6 +104,17 @@ void config_defaults(struct head_config *cfg)
         return 0;                                                                              \
     } while (0)
 
+/* A setting that is one of two words: the first sets field to 1, the second to 0. */
+#define SET_CHOICE(field, yes, no)                                                             \
+    do {                                                                                       \
+        if (strcmp(value, yes) && strcmp(value, no)) {                                         \
+            snprintf(err, errlen, "%s.%s: must be %s or %s", section, key, yes, no);           \
+            return 1;                                                                          \
+        }                                                                                      \
+        field = !strcmp(value, yes);                                                           \
+        return 0;                                                                              \
+    } while (0)
+
 #define SET_DOUBLE(field, lo, hi)                                                              \
     do {                                                                                       \
         if (ini_double(value, lo, hi, &field)) {                                               \
@@ -171,31 +182,13 @@ static int on_setting(void *arg, const char *section, const char *key, const cha
         if (!strcmp(key, "max_body_bytes"))
             SET_INT(cfg->max_body_bytes, 1024, 16 << 20);
     } else if (!strcmp(section, "store")) {
-        if (!strcmp(key, "synchronous")) {
-            if (!strcmp(value, "full"))
-                cfg->synchronous_full = 1;
-            else if (!strcmp(value, "normal"))
-                cfg->synchronous_full = 0;
-            else {
-                snprintf(err, errlen, "store.synchronous: must be full or normal");
-                return 1;
-            }
-            return 0;
-        }
+        if (!strcmp(key, "synchronous"))
+            SET_CHOICE(cfg->synchronous_full, "full", "normal");
     } else if (!strcmp(section, "jobs")) {
         if (!strcmp(key, "max_attempts"))
             SET_INT(cfg->lifecycle.max_attempts, 1, 100);
-        if (!strcmp(key, "allow_unserved")) {
-            if (!strcmp(value, "true"))
-                cfg->allow_unserved = 1;
-            else if (!strcmp(value, "false"))
-                cfg->allow_unserved = 0;
-            else {
-                snprintf(err, errlen, "jobs.allow_unserved: must be true or false");
-                return 1;
-            }
-            return 0;
-        }
+        if (!strcmp(key, "allow_unserved"))
+            SET_CHOICE(cfg->allow_unserved, "true", "false");
         if (!strcmp(key, "max_result_bytes"))
             SET_INT(cfg->max_result_bytes, 1024, 1LL << 32);
         if (!strcmp(key, "result_retention_h"))
