@@ -277,7 +277,11 @@ def test_agent_killed_runtime_is_restarted_and_job_succeeds_on_retry(cluster):
     agent.wait_ready()
     c = head.client(head.add_tenant("kill"))
     jid = submit(c, {"capability": "image.fast", "params": {"prompt": "k", "sim_ms": 3000}})["id"]
-    running = wait_job(c, jid, 20, until=lambda j: j["state"] == "running" and j["worker_id"])
+    # Phase "generating" is posted only once the runtime reports progress on the
+    # job: killing the runtime earlier (phase "assigned") would kill it before
+    # the job reached it, and the same attempt would then run on the new runtime.
+    running = wait_job(c, jid, 20, until=lambda j: j["state"] == "running" and j["worker_id"]
+                       and j.get("phase") == "generating")
     wid = running["worker_id"]
     pids = wait_until(lambda: runtime_pids(wid), 10, "the runtime of " + wid)
     os.kill(pids[0], signal.SIGKILL)
