@@ -309,9 +309,9 @@ int64_t outbox_step(struct outbox *ob, int64_t now, bool *tried)
                     p->due_ns = now;
         pthread_cond_broadcast(&ob->cv);
     }
-    int64_t next = 0;
+    int64_t next = INT64_MAX;
     for (struct outbox_item *p = ob->first; p; p = p->next)
-        if (!p->sending && (next == 0 || p->due_ns < next))
+        if (!p->sending && p->due_ns < next)
             next = p->due_ns;
     pthread_mutex_unlock(&ob->mu);
     return next;
@@ -329,7 +329,7 @@ void *outbox_main(void *arg)
         if (tried || ob->stop)
             continue;
         /* Nothing due: sleep until the next item is, or a new one comes. */
-        int64_t wait_ns = next ? next - clock_mono_ns() : 1000 * NS_PER_MS;
+        int64_t wait_ns = next == INT64_MAX ? 1000 * NS_PER_MS : next - clock_mono_ns();
         if (wait_ns <= 0)
             continue;
         if (wait_ns > 1000 * NS_PER_MS)

@@ -115,8 +115,8 @@ enum outbox_verdict outbox_verdict(enum outbox_kind kind, int rc, long status);
 int64_t outbox_delay_ms(int tries, int64_t min_ms, int64_t max_ms);
 
 /* outbox_step: tries the first due item (FIFO among due ones). Sets *tried
- * when it sent something; returns when the next item is due (0: none waits;
- * may be <= now). An answer from the head makes every waiting item due now. */
+ * when it sent something; returns when the next item is due (INT64_MAX: none
+ * waits; may be <= now). An answer from the head makes every waiting item due now. */
 int64_t outbox_step(struct outbox *ob, int64_t now, bool *tried);
 
 /* outbox_main: the sending thread (arg: struct outbox *) until outbox_stop. */
