@@ -114,8 +114,13 @@ static void note_bad_line(struct worker *w, const char *why, const char *line, s
         pthread_mutex_lock(&w->mu);
         w->degraded_until_ns = now + (int64_t)FLOOD_DEGRADED_MS * NS_PER_MS;
         pthread_mutex_unlock(&w->mu);
+        log_warn(MOD, "worker %s: runtime flood: %d bad lines within %d ms (%llu not logged); "
+                      "killing it",
+                 w->id, w->bad_window_lines, c->flood_window_ms,
+                 (unsigned long long)w->log_suppressed);
         w->bad_window_lines = 0;
-        runtime_lost_as(w, "crash", "flooded its output and was killed", msg);
+        w->log_suppressed = 0;
+        runtime_lost_as(w, "crash", "was killed", msg);
         monitor_kick(w->agent);
     }
 }
