@@ -14,7 +14,8 @@
 #include "common/err.h"
 #include "common/log.h"
 
-#define REPORT_TIMEOUT_MS 30000L
+#define REPORT_TIMEOUT_MS 30000L   /* a result upload */
+#define SMALL_TIMEOUT_MS 10000L    /* a failure or progress report */
 #define DEREGISTER_TRIES 4
 
 /* Reads the result file the outbox owns (its size was checked when queued). */
@@ -95,7 +96,7 @@ int report_send(void *ctx, const struct outbox_item *it, long *status)
                          it->cls, "progress", it->progress, "message", it->message);
     }
     json_t *answer = NULL;
-    int rc = http_json(hc, path, body, REPORT_TIMEOUT_MS, status, &answer);
+    int rc = http_json(hc, path, body, SMALL_TIMEOUT_MS, status, &answer);
     json_decref(answer);
     return rc;
 }

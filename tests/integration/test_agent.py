@@ -456,12 +456,19 @@ class Proxy:
                 c, _ = listener.accept()
             except OSError:
                 return
+            if self.listener is not listener:  # closed meanwhile
+                c.close()
+                return
             try:
                 u = socket.create_connection(self.target, timeout=5)
             except OSError:
                 c.close()
                 continue
             with self.lock:
+                if self.listener is not listener:
+                    c.close()
+                    u.close()
+                    return
                 self.conns += [c, u]
             threading.Thread(target=self._pump, args=(c, u), daemon=True).start()
             threading.Thread(target=self._pump, args=(u, c), daemon=True).start()
@@ -483,15 +490,22 @@ class Proxy:
                 pass
 
     def close(self):
-        self.listener.close()
+        listener, self.listener = self.listener, None
+        # shutdown wakes the thread blocked in accept(); close alone would not.
+        try:
+            listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        listener.close()
         with self.lock:
             conns, self.conns = self.conns, []
-        for s in conns:
+        for s in conns:  # shutdown wakes the pumps blocked in recv(); then reset
             try:
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                s.close()
+                s.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+            s.close()
 
 
 def test_agent_results_made_while_head_unreachable_are_delivered_when_it_is_back(
@@ -525,7 +539,8 @@ def test_agent_results_made_while_head_unreachable_are_delivered_when_it_is_back
         assert "lost" not in log, log[-3000:]
     finally:
         agent.stop()
-        proxy.close()
+        if proxy.listener:
+            proxy.close()
 
 
 def test_agent_slow_head_does_not_get_a_healthy_runtime_killed(cluster):
