@@ -3,8 +3,11 @@
  * stdin/stdout like a real runtime, but "loads" models by waiting their load
  * time, "runs" jobs by waiting a run time computed from model and size, keeps
  * VRAM accounts against the GPU's size, and writes real PNG outputs. Faults
- * are injected by job parameter ("fault": oom|crash|hang|solid|bad_input|cuda),
- * by flag (--fault KIND [--fault-rate P]) or one-shot by file (--fault-file).
+ * are injected by job parameter ("fault": oom|crash|hang|solid|bad_input|cuda|
+ * garbage|flood), by flag (--fault KIND [--fault-rate P]) or one-shot by file
+ * (--fault-file: the next job takes it). One fault acts at start instead:
+ * "exit" (by flag, or while the fault file says "exit") makes the runtime
+ * exit at once, before its hello, every time it starts.
  *
  * One thread, one poll loop: several jobs may run at once (timers); stdin is
  * read in bounded lines. */
@@ -162,10 +165,30 @@ static int64_t param_int(json_t *params, const char *key, int64_t dflt, int64_t 
     return x < lo ? lo : x > hi ? hi : x;
 }
 
-/* One-shot faults: whoever renames the file first takes it. */
+/* The first word of the fault file, or "" (without taking it). */
+static void peek_fault_file(char *fault, size_t size)
+{
+    fault[0] = '\0';
+    FILE *f = sim.fault_file ? fopen(sim.fault_file, "r") : NULL;
+    if (!f)
+        return;
+    char line[64] = "";
+    if (fgets(line, sizeof line, f)) {
+        line[strcspn(line, " \r\n")] = '\0';
+        snprintf(fault, size, "%s", line);
+    }
+    fclose(f);
+}
+
+/* One-shot faults: whoever renames the file first takes it. "exit" is not a
+ * job's fault: it stays for the next start. */
 static void take_fault_file(char *fault, size_t size)
 {
     if (!sim.fault_file)
+        return;
+    char peek[64];
+    peek_fault_file(peek, sizeof peek);
+    if (strcmp(peek, "exit") == 0)
         return;
     char claimed[PATH_MAX];
     snprintf(claimed, sizeof claimed, "%s.%d", sim.fault_file, (int)getpid());
@@ -267,6 +290,18 @@ static void emit_garbage(const char *id)
     fflush(stdout);
 }
 
+/* A flood: a runtime stuck printing debug output in a tight loop. It never
+ * answers again; it stops only when killed or when its stdout is closed. */
+static void flood_now(void)
+{
+    say("error", "simulated flood: printing garbage until stopped");
+    signal(SIGPIPE, SIG_DFL);
+    for (;;) {
+        if (fputs("garbage garbage garbage\n", stdout) == EOF)
+            _exit(1);
+    }
+}
+
 static void handle_run(json_t *msg, const char *id)
 {
     const char *model = json_string_value(json_object_get(msg, "model"));
@@ -300,6 +335,8 @@ static void handle_run(json_t *msg, const char *id)
     }
     if (strcmp(fault, "garbage") == 0)
         emit_garbage(id);
+    if (strcmp(fault, "flood") == 0)
+        flood_now();
 
     int64_t w = param_int(params, "width", 1024, 64, 4096);
     int64_t h = param_int(params, "height", 1024, 64, 4096);
@@ -455,7 +492,7 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: gpuq-sim-runtime [--scale F] [--step-ms MS] [--model NAME=STEP_MS]...\n"
-            "                        [--fault oom|crash|hang|solid|bad_input|cuda|garbage]\n"
+            "                        [--fault oom|crash|hang|solid|bad_input|cuda|garbage|flood|exit]\n"
             "                        [--fault-rate P] [--fault-file PATH] [--vram-mb MB] [--seed N]\n");
 }
 
@@ -510,6 +547,13 @@ int main(int argc, char **argv)
     if (sim.scale < 0 || !isfinite(sim.scale) || sim.step_ms < 0 || sim.vram_total_mb <= 0) {
         usage();
         return 2;
+    }
+    char start_fault[64] = "";
+    peek_fault_file(start_fault, sizeof start_fault);
+    if (strcmp(start_fault, "exit") == 0 ||
+        (strcmp(sim.fault, "exit") == 0 && (sim.fault_rate >= 1 || rand01() < sim.fault_rate))) {
+        fprintf(stderr, "gpuq-sim-runtime: simulated exit at start\n");
+        return 3;
     }
     signal(SIGPIPE, SIG_IGN);
     emit(json_pack("{s:s, s:i, s:s, s:s}", "type", "hello", "protocol", SIM_PROTOCOL, "runtime",

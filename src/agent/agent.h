@@ -2,22 +2,27 @@
  * workers (one per GPU). Threads per worker: a controller (owns the runtime
  * process, the job state machine and the VRAM manager; worker.c) and a poller
  * (long-polls the head for assignments; poller.c). One monitor thread per
- * agent samples telemetry and registers/heartbeats every worker (monitor.c).
+ * agent samples telemetry and registers/heartbeats every worker (monitor.c);
+ * one outbox thread per agent delivers job outcomes and progress (outbox.c),
+ * so a controller never waits for the head.
  *
  * Locking: worker.mu guards the fields marked [mu]; the controller is the only
  * writer of jobs[] and vram (under mu) so that it may read them without it.
+ * Lock order: worker.mu before outbox.mu (the outbox takes no other lock).
  * Never call HTTP or write to a runtime while holding a lock. */
 #ifndef GPUQ_AGENT_AGENT_H
 #define GPUQ_AGENT_AGENT_H
 
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "agent/config.h"
 #include "agent/http.h"
 #include "agent/lineio.h"
+#include "agent/outbox.h"
 #include "agent/rtproto.h"
 #include "agent/runtime.h"
 #include "agent/vram_mgr.h"
@@ -26,6 +31,12 @@
 #define AGENT_PROTOCOL 1
 #define WORKER_MAX_JOBS 80 /* concurrency (<= 64) + warm-up jobs */
 #define WORKER_MAX_CANCELS 32
+/* Most (job_id, attempt) pairs one heartbeat reports: held jobs, assignments
+ * not yet taken and outcomes waiting in the outbox. */
+#define AGENT_MAX_RUNNING_REPORT 256
+#define AGENT_INCARNATION_LEN 16
+/* A worker whose runtime flooded stays "degraded" this long after the flood. */
+#define FLOOD_DEGRADED_MS 10000
 
 enum worker_state { WS_WARMING, WS_READY, WS_DONE };
 enum job_phase { JOB_NEW, JOB_LOADING, JOB_RUNNING };
@@ -86,6 +97,7 @@ struct worker {
     int64_t runtime_restarts;                   /* [mu] */
     uint64_t bad_lines;                         /* [mu] runtime lines refused */
     int failures_seen;                          /* [mu] copy of failures */
+    int64_t degraded_until_ns;                  /* [mu] health "degraded" until (flood) */
 
     /* Controller only. */
     struct http_client hc;
@@ -104,12 +116,19 @@ struct worker {
     char load_rid[RT_ID_MAX]; /* "" when no load is in progress */
     char load_model[AGENT_NAME_MAX];
     int64_t load_started_ns;
+    /* Bad runtime lines: flood window and log rate limit (a token bucket). */
+    int64_t bad_window_ns;   /* start of the current flood window */
+    int bad_window_lines;    /* bad lines in it */
+    double log_tokens;       /* bad lines we may still log */
+    int64_t log_tokens_ns;   /* when log_tokens was last refilled */
+    uint64_t log_suppressed; /* bad lines not logged since the last one logged */
 };
 
 struct agent {
     struct agent_config cfg;
     char head_url[512];
     char token[256];
+    char incarnation[AGENT_INCARNATION_LEN + 1]; /* random boot id, hex */
     struct gpu_source gpus;
     int nworkers;
     struct worker *workers[GPU_MAX];
@@ -118,6 +137,10 @@ struct agent {
     pthread_cond_t cv;
     bool kick; /* [mu] heartbeat now */
     bool stop; /* [mu] monitor exits */
+    atomic_bool incarnation_refused; /* the head refused the field: sent no more */
+    struct outbox outbox;
+    pthread_t outbox_thread;
+    struct http_client outbox_hc; /* the outbox thread's */
 };
 
 /* worker.c */
@@ -130,6 +153,10 @@ void worker_request_drain(struct worker *w);
 void worker_wake(struct worker *w);
 /* worker_busy: share of slots running a job (0..1), for the sim thermal model. */
 double worker_busy_locked(const struct worker *w);
+
+/* agent_make_incarnation: AGENT_INCARNATION_LEN random hex chars (from
+ * /dev/urandom; the clock and pid if it cannot be read) into out. */
+void agent_make_incarnation(char out[AGENT_INCARNATION_LEN + 1]);
 
 /* poller.c */
 void *poller_main(void *arg);

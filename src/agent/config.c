@@ -100,6 +100,12 @@ void agent_config_defaults(struct agent_config *cfg, const char *argv0)
     cfg->max_output_bytes = 256ll << 20;
     cfg->qc = true;
     cfg->qc_min_variance = 4.0;
+    cfg->outbox_max_jobs = 32;
+    cfg->outbox_max_bytes = 1ll << 30;
+    cfg->outbox_retry_min_ms = 200;
+    cfg->outbox_retry_max_ms = 5000;
+    cfg->flood_bad_lines = 100;
+    cfg->flood_window_ms = 1000;
     gpu_sim_shape_default(&cfg->sim_shape);
     /* The seeds' models (the same names and figures as gpuqd's defaults): image
      * generation ~22 GB loading in ~4.8 s, video 28 GB, utility models 1–2 GB.
@@ -230,6 +236,18 @@ static int agent_key(struct agent_config *c, const char *key, const char *value,
         SET_BOOL(c->qc);
     else if (strcmp(key, "qc_min_variance") == 0)
         SET_DBL(c->qc_min_variance, 0, 1e9);
+    else if (strcmp(key, "outbox_max_jobs") == 0)
+        SET_INT(c->outbox_max_jobs, 1, 128);
+    else if (strcmp(key, "outbox_max_bytes") == 0)
+        SET_INT(c->outbox_max_bytes, 1 << 20, 1ll << 40);
+    else if (strcmp(key, "outbox_retry_min_ms") == 0)
+        SET_INT(c->outbox_retry_min_ms, 1, 60000);
+    else if (strcmp(key, "outbox_retry_max_ms") == 0)
+        SET_INT(c->outbox_retry_max_ms, 1, 600000);
+    else if (strcmp(key, "flood_bad_lines") == 0)
+        SET_INT(c->flood_bad_lines, 1, 100000000);
+    else if (strcmp(key, "flood_window_ms") == 0)
+        SET_INT(c->flood_window_ms, 10, 600000);
     else {
         snprintf(err, errlen, "unknown setting [agent] %s", key);
         return 1;
@@ -361,6 +379,10 @@ static int validate(struct agent_config *c, char *err, size_t errlen)
 {
     if (c->restart_max_ms < c->restart_min_ms) {
         snprintf(err, errlen, "restart_max_ms must be >= restart_min_ms");
+        return GPUQ_EINVAL;
+    }
+    if (c->outbox_retry_max_ms < c->outbox_retry_min_ms) {
+        snprintf(err, errlen, "outbox_retry_max_ms must be >= outbox_retry_min_ms");
         return GPUQ_EINVAL;
     }
     if (c->nmodels == 0) {

@@ -65,6 +65,12 @@ struct agent_config {
     int64_t vram_reserve_mb;     /* kept free for activations; default 0 */
     bool qc;                     /* output quality check; default true */
     double qc_min_variance;      /* PNG pixel variance below which output fails qc; default 4.0 */
+    int outbox_max_jobs;         /* outcomes waiting before no new work is taken; default 32 */
+    int64_t outbox_max_bytes;    /* result bytes waiting before the same; default 1 GiB */
+    int outbox_retry_min_ms;     /* first retry of an undelivered outcome; default 200 */
+    int outbox_retry_max_ms;     /* retry backoff cap; default 5000 */
+    int flood_bad_lines;         /* more bad runtime lines than this within… ; default 100 */
+    int flood_window_ms;         /* …this window is a flood: kill and restart; default 1000 */
     struct gpu_sim_shape sim_shape; /* [sim] defaults for every simulated GPU */
     struct agent_model models[AGENT_MAX_MODELS];
     int nmodels;

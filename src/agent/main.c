@@ -3,6 +3,7 @@
  * supervision) and the monitor (telemetry, register, heartbeat), and drains
  * gracefully on SIGTERM/SIGINT: no new assignments, inflight jobs finish,
  * workers deregister, then it exits 0. A second signal stops at once. */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/report.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -45,6 +47,35 @@ static int discover(struct agent *a)
         agent_config_sim_shape(c, i, &shapes[i]);
     log_info(MOD, "simulating %d GPU(s)", n);
     return gpu_sim_open(shapes, n, &a->gpus);
+}
+
+/* The outbox folder holds results not yet delivered. What an earlier run left
+ * there belongs to its incarnation, whose jobs the head re-queues: remove it. */
+static int prepare_outbox_dir(const char *work_dir)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%.4000s/outbox", work_dir);
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "gpuq-agent: cannot create %s: %s\n", dir, strerror(errno));
+        return GPUQ_EIO;
+    }
+    DIR *d = opendir(dir);
+    if (!d)
+        return GPUQ_EIO;
+    int removed = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[PATH_MAX + 256];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (unlink(path) == 0)
+            removed++;
+    }
+    closedir(d);
+    if (removed)
+        log_info(MOD, "removed %d undelivered result(s) of an earlier run from %s", removed, dir);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -129,6 +160,9 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    if (prepare_outbox_dir(a->cfg.work_dir) != 0)
+        return 1;
+
     /* Signals: ignore SIGPIPE (dead runtimes, dropped connections); every
      * thread blocks SIGTERM/SIGINT and main takes them with sigtimedwait. */
     signal(SIGPIPE, SIG_IGN);
@@ -141,6 +175,16 @@ int main(int argc, char **argv)
     http_global_init();
     pthread_mutex_init(&a->mu, NULL);
     pthread_cond_init(&a->cv, NULL);
+    agent_make_incarnation(a->incarnation);
+    log_info(MOD, "incarnation %s", a->incarnation);
+    http_client_init(&a->outbox_hc, a->head_url, a->token);
+    outbox_init(&a->outbox, a->cfg.outbox_max_jobs, a->cfg.outbox_max_bytes,
+                a->cfg.outbox_retry_min_ms, a->cfg.outbox_retry_max_ms, report_send,
+                &a->outbox_hc);
+    if (pthread_create(&a->outbox_thread, NULL, outbox_main, &a->outbox) != 0) {
+        fprintf(stderr, "gpuq-agent: cannot start the outbox thread\n");
+        return 1;
+    }
     if (discover(a) != 0) {
         fprintf(stderr, "gpuq-agent: no GPU source\n");
         return 1;
@@ -198,11 +242,20 @@ int main(int argc, char **argv)
     pthread_cond_broadcast(&a->cv);
     pthread_mutex_unlock(&a->mu);
     pthread_join(a->monitor_thread, NULL);
+    /* Every worker waited for its outcomes to be delivered before it deregistered. */
+    outbox_stop(&a->outbox);
+    pthread_join(a->outbox_thread, NULL);
+    outbox_fini(&a->outbox);
+    http_client_fini(&a->outbox_hc);
     for (int i = 0; i < a->nworkers; i++)
         worker_destroy(a->workers[i]);
     gpu_close(&a->gpus);
-    if (own_work_dir)
+    if (own_work_dir) {
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%.4000s/outbox", a->cfg.work_dir);
+        rmdir(dir);
         rmdir(a->cfg.work_dir);
+    }
     log_info(MOD, "all workers drained; bye");
     return 0;
 }

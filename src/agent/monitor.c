@@ -2,18 +2,56 @@
  * membership — samples every GPU's telemetry several times a second (NVML or
  * the simulation), registers each worker with the head and heartbeats it
  * (state, telemetry, loaded models, running jobs, cache counters), and acts on
- * the answers: drain, cancel, re-register after a 404 (R22, R23). */
+ * the answers: drain, cancel, re-register after a 404 (R22, R23). Every
+ * register carries the agent's incarnation (a random boot id), so the head
+ * can tell a restarted agent from the same one registering again. */
+#include <fcntl.h>
 #include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "agent/agent.h"
+#include "common/alloc.h"
 #include "common/clock.h"
 #include "common/log.h"
 
 #define MOD "agent"
 #define HB_TIMEOUT_MS 10000L
+
+void agent_make_incarnation(char out[AGENT_INCARNATION_LEN + 1])
+{
+    unsigned char raw[AGENT_INCARNATION_LEN / 2];
+    size_t got = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    while (fd >= 0 && got < sizeof raw) {
+        ssize_t n = read(fd, raw + got, sizeof raw - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    if (fd >= 0)
+        close(fd);
+    if (got < sizeof raw) { /* no /dev/urandom: the clock and pid still differ per boot */
+        uint64_t x = (uint64_t)clock_mono_ns() ^ ((uint64_t)clock_wall_ms() << 20) ^
+                     ((uint64_t)getpid() << 40);
+        for (size_t i = 0; i < sizeof raw; i++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            raw[i] = (unsigned char)x;
+        }
+    }
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < sizeof raw; i++) {
+        out[2 * i] = hex[raw[i] >> 4];
+        out[2 * i + 1] = hex[raw[i] & 15];
+    }
+    out[AGENT_INCARNATION_LEN] = '\0';
+}
 
 void monitor_kick(struct agent *a)
 {
@@ -45,11 +83,31 @@ json_t *monitor_register_body_locked(const struct worker *w)
                               m->cls == MODEL_UTILITY ? "utility" : "generation", "pinned",
                               w->view.pinned[i], "loaded", vram_mgr_find(&w->vram, m->name) >= 0));
     }
-    return json_pack("{s:i, s:s, s:s, s:{s:i, s:s, s:s, s:I}, s:o, s:i, s:o}", "protocol",
-                     AGENT_PROTOCOL, "worker_id", w->id, "host", c->host, "gpu", "index", w->index,
-                     "name", w->gpu.name, "uuid", w->gpu.uuid, "vram_total_mb",
-                     (json_int_t)w->gpu.vram_total_mb, "capabilities", caps, "concurrency",
-                     w->view.concurrency, "models", models);
+    json_t *body = json_pack(
+        "{s:i, s:s, s:s, s:{s:i, s:s, s:s, s:I}, s:o, s:i, s:o}", "protocol", AGENT_PROTOCOL,
+        "worker_id", w->id, "host", c->host, "gpu", "index", w->index, "name", w->gpu.name,
+        "uuid", w->gpu.uuid, "vram_total_mb", (json_int_t)w->gpu.vram_total_mb, "capabilities",
+        caps, "concurrency", w->view.concurrency, "models", models);
+    if (!atomic_load(&w->agent->incarnation_refused))
+        json_object_set_new(body, "incarnation", json_string(w->agent->incarnation));
+    return body;
+}
+
+/* Appends {job_id, attempt} to list unless it is there already or full. */
+static void add_running(json_t *list, const char *job_id, int64_t attempt)
+{
+    if (json_array_size(list) >= AGENT_MAX_RUNNING_REPORT)
+        return;
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e)
+    {
+        if (json_integer_value(json_object_get(e, "attempt")) == attempt &&
+            strcmp(json_string_value(json_object_get(e, "job_id")), job_id) == 0)
+            return;
+    }
+    json_array_append_new(list, json_pack("{s:s, s:I}", "job_id", job_id, "attempt",
+                                          (json_int_t)attempt));
 }
 
 static json_t *telemetry_json(const struct gpu_telemetry *t)
@@ -86,13 +144,39 @@ json_t *monitor_heartbeat_body_locked(const struct worker *w, int64_t now_ns)
                                                 e->pinned, "last_used_ms_ago",
                                                 (json_int_t)(ago < 0 ? 0 : ago)));
     }
+    /* Every attempt this worker answers for: held by its controller, handed
+     * over by the poller but not yet taken, or finished with the outcome
+     * still in the outbox (so the head does not take those away). */
     json_t *running = json_array();
     for (int i = 0; i < WORKER_MAX_JOBS; i++) {
         const struct job *j = &w->jobs[i];
         if (j->used && !j->warmup)
-            json_array_append_new(running, json_pack("{s:s, s:I}", "job_id", j->job_id,
-                                                     "attempt", (json_int_t)j->attempt));
+            add_running(running, j->job_id, j->attempt);
     }
+    size_t pi;
+    json_t *pa;
+    json_array_foreach(w->pending, pi, pa)
+    {
+        json_t *jid = json_object_get(pa, "job_id");
+        json_t *att = json_object_get(pa, "attempt");
+        char id[64];
+        if (json_is_string(jid) && json_string_length(jid) < sizeof id)
+            snprintf(id, sizeof id, "%s", json_string_value(jid));
+        else if (json_is_integer(jid))
+            snprintf(id, sizeof id, "%lld", (long long)json_integer_value(jid));
+        else
+            continue;
+        if (json_is_integer(att))
+            add_running(running, id, json_integer_value(att));
+    }
+    char(*ids)[OUTBOX_ID_MAX] = xcalloc(AGENT_MAX_RUNNING_REPORT, sizeof *ids);
+    int64_t *attempts = xcalloc(AGENT_MAX_RUNNING_REPORT, sizeof *attempts);
+    int n = outbox_outcomes_for(&w->agent->outbox, w->id, ids, attempts,
+                                AGENT_MAX_RUNNING_REPORT);
+    for (int i = 0; i < n && i < AGENT_MAX_RUNNING_REPORT; i++)
+        add_running(running, ids[i], attempts[i]);
+    free(ids);
+    free(attempts);
     struct gpu_telemetry t = w->tel;
     if (!w->tel_valid) {
         memset(&t, 0, sizeof t);
@@ -102,7 +186,7 @@ json_t *monitor_heartbeat_body_locked(const struct worker *w, int64_t now_ns)
         t.vram_free_mb = w->gpu.vram_total_mb;
     }
     /* A runtime that keeps dying makes the GPU degraded in the head's eyes. */
-    if (t.health == GPU_HEALTH_OK && w->failures_seen >= 3)
+    if (t.health == GPU_HEALTH_OK && (w->failures_seen >= 3 || w->degraded_until_ns > now_ns))
         t.health = GPU_HEALTH_DEGRADED;
     return json_pack("{s:i, s:s, s:s, s:o, s:o, s:o, s:{s:I, s:I}}", "protocol", AGENT_PROTOCOL,
                      "worker_id", w->id, "state", state_name(w), "telemetry", telemetry_json(&t),
@@ -140,6 +224,20 @@ static void do_register(struct agent *a, struct worker *w, struct http_client *h
     long status = 0;
     json_t *answer = NULL;
     int rc = http_json(hc, "/v1/agent/register", body, HB_TIMEOUT_MS, &status, &answer);
+    const char *field =
+        json_string_value(json_object_get(json_object_get(answer, "error"), "field"));
+    if (rc == 0 && status == 400 && field && strcmp(field, "incarnation") == 0 &&
+        !atomic_exchange(&a->incarnation_refused, true)) {
+        /* An older head: register without it (a restart of this agent is then
+         * noticed only by the head's TTL). */
+        log_warn(MOD, "the head does not accept \"incarnation\"; registering without it");
+        json_decref(answer);
+        answer = NULL;
+        pthread_mutex_lock(&w->mu);
+        body = monitor_register_body_locked(w);
+        pthread_mutex_unlock(&w->mu);
+        rc = http_json(hc, "/v1/agent/register", body, HB_TIMEOUT_MS, &status, &answer);
+    }
     if (rc == 0 && status == 200) {
         json_t *hb = json_object_get(answer, "heartbeat_ms");
         if (json_is_integer(hb) && json_integer_value(hb) >= 50 &&

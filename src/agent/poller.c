@@ -1,7 +1,8 @@
 /* poller.c: a worker's assignment long-poll (docs/protocol-worker.md). It asks
  * the head for work only while the worker is registered, ready, not draining
  * and has a free slot (so no job waits here that the head could still move
- * elsewhere), and hands what it gets to the controller. */
+ * elsewhere) and the agent's outbox is not full, and hands what it gets to
+ * the controller. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -34,12 +35,29 @@ void *poller_main(void *arg)
     char path[256];
     snprintf(path, sizeof path, "/v1/agent/assignments?worker_id=%s&wait=%d", w->id,
              a->cfg.poll_wait_s);
+    bool said_full = false;
     pthread_mutex_lock(&w->mu);
     for (;;) {
-        while (w->state != WS_DONE &&
-               !(w->registered && !w->deregistered && w->state == WS_READY && !w->drain &&
-                 w->held < w->view.concurrency))
-            timed_wait(w, 1000);
+        for (;;) {
+            if (w->state == WS_DONE)
+                break;
+            bool can = w->registered && !w->deregistered && w->state == WS_READY && !w->drain &&
+                       w->held < w->view.concurrency;
+            /* A full outbox: results wait for the head; take no new work meanwhile. */
+            bool full = outbox_full(&a->outbox);
+            if (can && full != said_full) {
+                if (full)
+                    log_warn(MOD, "worker %s: outbox full (outbox_max_jobs/outbox_max_bytes); "
+                                  "taking no new work until the head takes the results",
+                             w->id);
+                else
+                    log_info(MOD, "worker %s: outbox has room again; taking work", w->id);
+                said_full = full;
+            }
+            if (can && !full)
+                break;
+            timed_wait(w, can && full ? 100 : 1000);
+        }
         if (w->state == WS_DONE)
             break;
         w->polling = true;

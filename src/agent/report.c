@@ -1,88 +1,120 @@
-/* report.c: job outcomes and progress to the head (see report.h). */
+/* report.c: one try at delivering a queued report, and deregister (see report.h). */
 #include "agent/report.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "common/alloc.h"
+#include "common/err.h"
 #include "common/log.h"
 
-#define REPORT_TIMEOUT_MS 30000L
-#define REPORT_TRIES 4
+#define REPORT_TIMEOUT_MS 30000L   /* a result upload */
+#define SMALL_TIMEOUT_MS 10000L    /* a failure or progress report */
+#define DEREGISTER_TRIES 4
 
-static void nap_ms(int ms)
+/* Reads the result file the outbox owns (its size was checked when queued). */
+static int read_file(const char *path, int64_t expect, char **data, size_t *len)
 {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* Retries transport failures and 5xx answers with short growing pauses. */
-static long post_json(struct worker *w, const char *path, json_t *body, int tries)
-{
-    long status = 0;
-    for (int i = 0; i < tries; i++) {
-        json_t *answer = NULL;
-        status = 0;
-        int rc = http_json(&w->hc, path, json_incref(body), REPORT_TIMEOUT_MS, &status, &answer);
-        json_decref(answer);
-        if (rc == 0 && status < 500)
-            break;
-        if (i + 1 < tries)
-            nap_ms(100 << (2 * i));
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return GPUQ_EIO;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size != expect) {
+        close(fd);
+        return GPUQ_EIO;
     }
-    json_decref(body);
-    return status;
+    size_t n = (size_t)st.st_size;
+    char *p = xmalloc(n + 1);
+    size_t off = 0;
+    while (off < n) {
+        ssize_t r = read(fd, p + off, n - off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        off += (size_t)r;
+    }
+    close(fd);
+    if (off != n) {
+        free(p);
+        return GPUQ_EIO;
+    }
+    *data = p;
+    *len = n;
+    return 0;
 }
 
-long report_progress(struct worker *w, const struct job *j, const char *phase, double progress,
-                     const char *message)
+int report_send(void *ctx, const struct outbox_item *it, long *status)
 {
-    char path[256];
-    snprintf(path, sizeof path, "/v1/agent/jobs/%s/progress", j->job_id);
-    json_t *body = json_pack("{s:i, s:s, s:I, s:s, s:f, s:s}", "protocol", AGENT_PROTOCOL,
-                             "worker_id", w->id, "attempt", (json_int_t)j->attempt, "phase", phase,
-                             "progress", progress, "message", message ? message : "");
-    return post_json(w, path, body, 1);
-}
-
-long report_complete(struct worker *w, const struct job *j, const char *content_type,
-                     const void *data, size_t len, int64_t load_ms, int64_t run_ms, bool cold)
-{
+    struct http_client *hc = ctx;
     char path[512];
-    snprintf(path, sizeof path,
-             "/v1/agent/jobs/%s/complete?worker_id=%s&attempt=%lld&load_ms=%lld&run_ms=%lld&cold=%d",
-             j->job_id, w->id, (long long)j->attempt, (long long)load_ms, (long long)run_ms,
-             cold ? 1 : 0);
-    long status = 0;
-    for (int i = 0; i < REPORT_TRIES; i++) {
-        status = 0;
-        int rc = http_call(&w->hc, "POST", path, content_type, data, len, REPORT_TIMEOUT_MS,
-                           &status);
-        if (rc == 0 && status < 500)
-            break;
-        if (i + 1 < REPORT_TRIES)
-            nap_ms(100 << (2 * i));
+    *status = 0;
+    if (it->kind == OUTBOX_COMPLETE) {
+        char *data = NULL;
+        size_t len = 0;
+        if (read_file(it->path, it->bytes, &data, &len) != 0) {
+            /* The file is gone or changed under us: the result cannot be
+             * delivered; say so as a failure of the attempt instead. */
+            log_error("agent", "worker %s: result file of job %s attempt %lld unreadable (%s)",
+                      it->worker_id, it->job_id, (long long)it->attempt, it->path);
+            json_t *body = json_pack("{s:i, s:s, s:I, s:s, s:s}", "protocol", AGENT_PROTOCOL,
+                                     "worker_id", it->worker_id, "attempt",
+                                     (json_int_t)it->attempt, "class", "internal", "message",
+                                     "the agent lost the result file before delivering it");
+            snprintf(path, sizeof path, "/v1/agent/jobs/%s/fail", it->job_id);
+            json_t *answer = NULL;
+            int rc = http_json(hc, path, body, REPORT_TIMEOUT_MS, status, &answer);
+            json_decref(answer);
+            return rc;
+        }
+        snprintf(path, sizeof path,
+                 "/v1/agent/jobs/%s/complete?worker_id=%s&attempt=%lld&load_ms=%lld&run_ms=%lld"
+                 "&cold=%d",
+                 it->job_id, it->worker_id, (long long)it->attempt, (long long)it->load_ms,
+                 (long long)it->run_ms, it->cold ? 1 : 0);
+        int rc = http_call(hc, "POST", path, it->content_type, data, len, REPORT_TIMEOUT_MS,
+                           status);
+        free(data);
+        return rc;
     }
-    if (status != 200)
-        log_warn("agent", "worker %s: complete of job %s attempt %lld answered %ld", w->id,
-                 j->job_id, (long long)j->attempt, status);
-    return status;
-}
-
-long report_fail(struct worker *w, const struct job *j, const char *cls, const char *message)
-{
-    char path[256];
-    snprintf(path, sizeof path, "/v1/agent/jobs/%s/fail", j->job_id);
-    log_warn("agent", "worker %s: job %s attempt %lld failed: %s: %s", w->id, j->job_id,
-             (long long)j->attempt, cls, message);
-    json_t *body = json_pack("{s:i, s:s, s:I, s:s, s:s}", "protocol", AGENT_PROTOCOL, "worker_id",
-                             w->id, "attempt", (json_int_t)j->attempt, "class", cls, "message",
-                             message);
-    return post_json(w, path, body, REPORT_TRIES);
+    json_t *body;
+    if (it->kind == OUTBOX_FAIL) {
+        snprintf(path, sizeof path, "/v1/agent/jobs/%s/fail", it->job_id);
+        body = json_pack("{s:i, s:s, s:I, s:s, s:s}", "protocol", AGENT_PROTOCOL, "worker_id",
+                         it->worker_id, "attempt", (json_int_t)it->attempt, "class", it->cls,
+                         "message", it->message);
+    } else {
+        snprintf(path, sizeof path, "/v1/agent/jobs/%s/progress", it->job_id);
+        body = json_pack("{s:i, s:s, s:I, s:s, s:f, s:s}", "protocol", AGENT_PROTOCOL,
+                         "worker_id", it->worker_id, "attempt", (json_int_t)it->attempt, "phase",
+                         it->cls, "progress", it->progress, "message", it->message);
+    }
+    json_t *answer = NULL;
+    int rc = http_json(hc, path, body, SMALL_TIMEOUT_MS, status, &answer);
+    json_decref(answer);
+    return rc;
 }
 
 long report_deregister(struct worker *w)
 {
-    json_t *body = json_pack("{s:i, s:s}", "protocol", AGENT_PROTOCOL, "worker_id", w->id);
-    return post_json(w, "/v1/agent/deregister", body, REPORT_TRIES);
+    long status = 0;
+    for (int i = 0; i < DEREGISTER_TRIES; i++) {
+        json_t *body = json_pack("{s:i, s:s}", "protocol", AGENT_PROTOCOL, "worker_id", w->id);
+        json_t *answer = NULL;
+        status = 0;
+        int rc = http_json(&w->hc, "/v1/agent/deregister", body, REPORT_TIMEOUT_MS, &status,
+                           &answer);
+        json_decref(answer);
+        if (rc == 0 && status < 500)
+            break;
+        struct timespec ts = {0, (100L << (2 * i)) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return status;
 }

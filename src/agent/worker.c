@@ -14,6 +14,7 @@
 
 #include "agent/agent.h"
 #include "agent/qc.h"
+#include "agent/outbox.h"
 #include "agent/report.h"
 #include "common/alloc.h"
 #include "common/clock.h"
@@ -55,21 +56,73 @@ static void set_state(struct worker *w, enum worker_state s)
         monitor_kick(w->agent);
 }
 
+static void runtime_lost_as(struct worker *w, const char *cls, const char *what, const char *why);
+
+/* Bad runtime lines are logged at most BAD_LOG_BURST at once and
+ * BAD_LOG_PER_S a second after that (a token bucket); the others are counted
+ * and the count shown with the next line logged. */
+#define BAD_LOG_BURST 10.0
+#define BAD_LOG_PER_S 2.0
+
+/* A line the runtime should not have written. More than flood_bad_lines of
+ * them within flood_window_ms is a flood: the runtime is killed (its running
+ * jobs fail "crash"), restarted with backoff, and the worker reported
+ * degraded for FLOOD_DEGRADED_MS. */
 static void note_bad_line(struct worker *w, const char *why, const char *line, size_t len)
 {
+    const struct agent_config *c = cfg_of(w);
+    int64_t now = clock_mono_ns();
     pthread_mutex_lock(&w->mu);
     uint64_t n = ++w->bad_lines;
     pthread_mutex_unlock(&w->mu);
-    /* Show a bounded, printable prefix of the offending line. */
-    char shown[81];
-    size_t k = 0;
-    for (size_t i = 0; line && i < len && k < sizeof shown - 1; i++) {
-        unsigned char c = (unsigned char)line[i];
-        shown[k++] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
+
+    if (now - w->bad_window_ns >= (int64_t)c->flood_window_ms * NS_PER_MS) {
+        w->bad_window_ns = now;
+        w->bad_window_lines = 0;
     }
-    shown[k] = '\0';
-    log_warn(MOD, "worker %s: bad runtime line (%s; %llu so far): %s", w->id, why,
-             (unsigned long long)n, shown);
+    w->bad_window_lines++;
+
+    w->log_tokens += (double)(now - w->log_tokens_ns) / (double)NS_PER_S * BAD_LOG_PER_S;
+    if (w->log_tokens > BAD_LOG_BURST)
+        w->log_tokens = BAD_LOG_BURST;
+    w->log_tokens_ns = now;
+    if (w->log_tokens >= 1.0) {
+        w->log_tokens -= 1.0;
+        /* Show a bounded, printable prefix of the offending line. */
+        char shown[81];
+        size_t k = 0;
+        for (size_t i = 0; line && i < len && k < sizeof shown - 1; i++) {
+            unsigned char ch = (unsigned char)line[i];
+            shown[k++] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : '?';
+        }
+        shown[k] = '\0';
+        char more[64] = "";
+        if (w->log_suppressed)
+            snprintf(more, sizeof more, "; %llu more not logged",
+                     (unsigned long long)w->log_suppressed);
+        log_warn(MOD, "worker %s: bad runtime line (%s; %llu so far%s): %s", w->id, why,
+                 (unsigned long long)n, more, shown);
+        w->log_suppressed = 0;
+    } else {
+        w->log_suppressed++;
+    }
+
+    if (w->bad_window_lines > c->flood_bad_lines && w->rt.pid > 0) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "it flooded its output with over %d bad lines within %d ms",
+                 c->flood_bad_lines, c->flood_window_ms);
+        pthread_mutex_lock(&w->mu);
+        w->degraded_until_ns = now + (int64_t)FLOOD_DEGRADED_MS * NS_PER_MS;
+        pthread_mutex_unlock(&w->mu);
+        log_warn(MOD, "worker %s: runtime flood: %d bad lines within %d ms (%llu not logged); "
+                      "killing it",
+                 w->id, w->bad_window_lines, c->flood_window_ms,
+                 (unsigned long long)w->log_suppressed);
+        w->bad_window_lines = 0;
+        w->log_suppressed = 0;
+        runtime_lost_as(w, "crash", "was killed", msg);
+        monitor_kick(w->agent);
+    }
 }
 
 /* --- jobs ------------------------------------------------------------------ */
@@ -116,8 +169,13 @@ static void job_fail(struct worker *w, struct job *j, const char *cls, const cha
     if (j->warmup) {
         log_warn(MOD, "worker %s: warm-up of %s failed: %s: %s", w->id, j->model, cls, message);
         w->warm_failed = true;
-    } else
-        report_fail(w, j, cls, message);
+    } else {
+        log_warn(MOD, "worker %s: job %s attempt %lld failed: %s: %s", w->id, j->job_id,
+                 (long long)j->attempt, cls, message);
+        /* Queued before the job leaves, so a heartbeat always lists the attempt. */
+        outbox_put_fail(&w->agent->outbox, w->id, j->job_id, j->attempt, cls, message,
+                        clock_mono_ns());
+    }
     job_remove(w, j);
 }
 
@@ -263,12 +321,20 @@ static void spawn_runtime(struct worker *w)
     w->load_rid[0] = '\0';
     w->warm_started = false;
     w->warm_failed = false;
+    w->bad_window_ns = now;
+    w->bad_window_lines = 0;
 }
 
 /* The runtime is gone or must go: kill it, fail what it was doing with cls,
  * forget its VRAM, and schedule a restart with backoff. Jobs it had not been
- * given stay held and run on the restarted runtime. */
+ * given stay held and run on the restarted runtime. what: "died", "hung and
+ * was killed" … for the jobs' error message. */
 static void runtime_lost(struct worker *w, const char *cls, const char *why)
+{
+    runtime_lost_as(w, cls, strcmp(cls, "hang") == 0 ? "hung and was killed" : "died", why);
+}
+
+static void runtime_lost_as(struct worker *w, const char *cls, const char *what, const char *why)
 {
     const struct agent_config *c = cfg_of(w);
     int status = 0;
@@ -285,8 +351,7 @@ static void runtime_lost(struct worker *w, const char *cls, const char *why)
     w->load_rid[0] = '\0';
     w->ping_sent_ns = 0;
     char msg[300];
-    snprintf(msg, sizeof msg, "runtime on %s %s: %s", w->id,
-             strcmp(cls, "hang") == 0 ? "hung and was killed" : "died", why);
+    snprintf(msg, sizeof msg, "runtime on %s %s: %s", w->id, what, why);
     for (int i = 0; i < WORKER_MAX_JOBS; i++) {
         struct job *j = &w->jobs[i];
         if (!j->used)
@@ -378,7 +443,8 @@ static void start_load(struct worker *w, struct job *j, const struct agent_model
     if (!j->warmup) {
         char msg[120];
         snprintf(msg, sizeof msg, "loading %s", m->name);
-        report_progress(w, j, "loading", 0.0, msg);
+        outbox_put_progress(&w->agent->outbox, w->id, j->job_id, j->attempt, "loading", 0.0,
+                            msg, clock_mono_ns());
     }
 }
 
@@ -464,10 +530,13 @@ static void on_load_error(struct worker *w, const struct rt_msg *m)
     w->load_rid[0] = '\0';
 }
 
-/* Reads the output file the runtime named; it must be a regular file inside
- * this worker's output directory. */
-static int read_output(struct worker *w, const char *path, char **data, size_t *len, char *why,
-                       size_t whylen)
+/* Takes the output file the runtime named: it must be a regular file inside
+ * this worker's output directory, at most max_output_bytes. It is moved into
+ * the agent's outbox folder as keep (the outbox sends it from there, so a
+ * runtime reusing a file name cannot overwrite a result not yet delivered)
+ * and read into *data for the quality check. On failure the file is removed. */
+static int take_output(struct worker *w, const struct job *j, const char *path, char *keep,
+                       size_t keeplen, char **data, size_t *len, char *why, size_t whylen)
 {
     size_t dl = strlen(w->out_dir);
     if (strncmp(path, w->out_dir, dl) != 0 || path[dl] != '/' || strstr(path, "/../") ||
@@ -487,6 +556,13 @@ static int read_output(struct worker *w, const char *path, char **data, size_t *
         unlink(path);
         return GPUQ_EINVAL;
     }
+    snprintf(keep, keeplen, "%.3000s/outbox/%s-%s", cfg_of(w)->work_dir, w->id, j->rid);
+    if (rename(path, keep) != 0) {
+        snprintf(why, whylen, "cannot move output to the outbox: %s", strerror(errno));
+        close(fd);
+        unlink(path);
+        return GPUQ_EIO;
+    }
     size_t n = (size_t)st.st_size;
     char *p = xmalloc(n + 1);
     size_t off = 0;
@@ -499,9 +575,9 @@ static int read_output(struct worker *w, const char *path, char **data, size_t *
         off += (size_t)r;
     }
     close(fd);
-    unlink(path);
     if (off != n) {
         free(p);
+        unlink(keep);
         snprintf(why, whylen, "short read of output");
         return GPUQ_EIO;
     }
@@ -517,7 +593,8 @@ static void on_result(struct worker *w, struct job *j, const struct rt_msg *m)
     char *data = NULL;
     size_t len = 0;
     char why[200];
-    if (read_output(w, m->out_path, &data, &len, why, sizeof why) != 0) {
+    char keep[PATH_MAX];
+    if (take_output(w, j, m->out_path, keep, sizeof keep, &data, &len, why, sizeof why) != 0) {
         job_fail(w, j, "internal", why);
         return;
     }
@@ -525,30 +602,36 @@ static void on_result(struct worker *w, struct job *j, const struct rt_msg *m)
         log_info(MOD, "worker %s: warm-up of %s done in %lld ms", w->id, j->model,
                  (long long)run_ms);
         free(data);
+        unlink(keep);
         job_remove(w, j);
         return;
     }
     const struct agent_config *c = cfg_of(w);
     if (c->qc && strcmp(m->content_type, "image/png") == 0) {
         double var = 0;
+        const char *bad = NULL;
+        char msg[160];
         if (qc_png_variance(data, len, &var) != 0) {
-            free(data);
-            job_fail(w, j, "qc", "output is not a decodable PNG");
-            runtime_lost(w, "qc", "restarting after an undecodable output");
-            return;
-        }
-        if (var < c->qc_min_variance) {
-            free(data);
-            char msg[160];
+            bad = "restarting after an undecodable output";
+            snprintf(msg, sizeof msg, "output is not a decodable PNG");
+        } else if (var < c->qc_min_variance) {
+            bad = "restarting after a corrupted output";
             snprintf(msg, sizeof msg, "output pixel variance %.3f below %.3f (solid colour)", var,
                      c->qc_min_variance);
+        }
+        if (bad) {
+            free(data);
+            unlink(keep);
             job_fail(w, j, "qc", msg);
-            runtime_lost(w, "qc", "restarting after a corrupted output");
+            runtime_lost(w, "qc", bad);
             return;
         }
     }
-    report_complete(w, j, m->content_type, data, len, j->load_ns / NS_PER_MS, run_ms, j->cold);
     free(data);
+    /* Queued, not sent: the head's answer is the outbox's business, and this
+     * worker's slot is free at once. */
+    outbox_put_complete(&w->agent->outbox, w->id, j->job_id, j->attempt, keep, m->content_type,
+                        (int64_t)len, j->load_ns / NS_PER_MS, run_ms, j->cold, now);
     w->failures = 0;
     pthread_mutex_lock(&w->mu);
     w->failures_seen = 0;
@@ -634,7 +717,8 @@ static void on_line(struct worker *w, const char *line, size_t len)
     if (m.type == RT_PROGRESS) {
         if (!j->warmup && now - j->progress_post_ns >= (int64_t)cfg_of(w)->progress_ms * NS_PER_MS) {
             j->progress_post_ns = now;
-            report_progress(w, j, "generating", m.progress, NULL);
+            outbox_put_progress(&w->agent->outbox, w->id, j->job_id, j->attempt, "generating",
+                                m.progress, NULL, now);
         }
     } else if (m.type == RT_RESULT) {
         on_result(w, j, &m);
@@ -828,7 +912,8 @@ static void *controller_main(void *arg)
         if (drain) {
             pthread_mutex_lock(&w->mu);
             bool idle = count_jobs(w, false) == 0 && !w->polling &&
-                        json_array_size(w->pending) == 0;
+                        json_array_size(w->pending) == 0 &&
+                        outbox_outcomes_for(&w->agent->outbox, w->id, NULL, NULL, 0) == 0;
             pthread_mutex_unlock(&w->mu);
             if (idle)
                 break;

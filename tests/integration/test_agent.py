@@ -5,9 +5,13 @@ is bounded and ends on an observed condition."""
 
 import json
 import os
+import re
 import signal
+import socket
 import struct
+import threading
 import time
+import urllib.parse
 import zlib
 
 import pytest
@@ -282,7 +286,11 @@ def test_agent_killed_runtime_is_restarted_and_job_succeeds_on_retry(cluster):
     agent.wait_ready()
     c = head.client(head.add_tenant("kill"))
     jid = submit(c, {"capability": "image.fast", "params": {"prompt": "k", "sim_ms": 3000}})["id"]
-    running = wait_job(c, jid, 20, until=lambda j: j["state"] == "running" and j["worker_id"])
+    # Phase "generating" is posted only once the runtime reports progress on the
+    # job: killing the runtime earlier (phase "assigned") would kill it before
+    # the job reached it, and the same attempt would then run on the new runtime.
+    running = wait_job(c, jid, 20, until=lambda j: j["state"] == "running" and j["worker_id"]
+                       and j.get("phase") == "generating")
     wid = running["worker_id"]
     pids = wait_until(lambda: runtime_pids(wid), 10, "the runtime of " + wid)
     os.kill(pids[0], signal.SIGKILL)
@@ -421,3 +429,226 @@ def test_agent_restarted_runtime_warms_pinned_model_before_ready_again(cluster):
     wait_until(lambda: any(w["id"] == "rewarm-gpu0" and w["state"] == "ready"
                            and "upscale" in json.dumps(w) for w in workers(head)), 10,
                "rewarm-gpu0 ready with upscale loaded")
+
+
+# --- the outbox, runtime floods and exits, cancel (issue 14) ------------------
+
+class Proxy:
+    """A TCP proxy on 127.0.0.1 in front of the head, for cutting the
+    agent→head link: close() refuses new connections and resets open ones;
+    open() listens again on the same port."""
+
+    def __init__(self, target_url):
+        u = urllib.parse.urlparse(target_url)
+        self.target = (u.hostname, u.port)
+        self.port = 0
+        self.lock = threading.Lock()
+        self.conns = []
+        self.listener = None
+        self.open()
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def open(self):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", self.port))
+        s.listen(64)
+        self.port = s.getsockname()[1]
+        self.listener = s
+        threading.Thread(target=self._accept, args=(s,), daemon=True).start()
+
+    def _accept(self, listener):
+        while True:
+            try:
+                c, _ = listener.accept()
+            except OSError:
+                return
+            if self.listener is not listener:  # closed meanwhile
+                c.close()
+                return
+            try:
+                u = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                c.close()
+                continue
+            with self.lock:
+                if self.listener is not listener:
+                    c.close()
+                    u.close()
+                    return
+                self.conns += [c, u]
+            threading.Thread(target=self._pump, args=(c, u), daemon=True).start()
+            threading.Thread(target=self._pump, args=(u, c), daemon=True).start()
+
+    @staticmethod
+    def _pump(src, dst):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self):
+        listener, self.listener = self.listener, None
+        # shutdown wakes the thread blocked in accept(); close alone would not.
+        try:
+            listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        listener.close()
+        with self.lock:
+            conns, self.conns = self.conns, []
+        for s in conns:  # shutdown wakes the pumps blocked in recv(); then reset
+            try:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+
+def test_agent_results_made_while_head_unreachable_are_delivered_when_it_is_back(
+        head_factory, tmp_path):
+    """The agent→head link is cut while a job runs: its result waits in the
+    outbox (retried with backoff, never dropped) and is delivered once the link
+    is back; the attempt is not re-run and the runtime is not touched."""
+    head = head_factory(config_text=HEAD_CONFIG)
+    proxy = Proxy(head.url)
+    link = type("ViaProxy", (), {})()
+    link.url, link.add_worker_token = proxy.url, head.add_worker_token
+    agent = Agent(link, tmp_path, "cut", gpus=1).start()
+    try:
+        wait_until(lambda: any(w["id"] == "cut-gpu0" and w["state"] == "ready"
+                               for w in workers(head)), 20, "cut-gpu0 ready")
+        c = head.client(head.add_tenant("cut"))
+        jid = submit(c, {"capability": "image.fast",
+                         "params": {"prompt": "c", "sim_ms": 1200}})["id"]
+        wait_job(c, jid, 20, until=lambda j: j["state"] == "running"
+                 and j.get("phase") == "generating")
+        proxy.close()
+        wait_until(lambda: f"complete of job {jid} attempt 1 not delivered" in agent.log(), 10,
+                   "the completion to fail for want of a head")
+        assert c.get(f"/v1/jobs/{jid}").json()["state"] == "running"
+        proxy.open()
+        j = wait_job(c, jid, 15)
+        assert j["state"] == "succeeded" and j["attempt"] == 1, j
+        assert png_ok(c.get(f"/v1/jobs/{jid}/result").body)
+        # The head shows the job succeeded a moment before the agent reads its answer.
+        wait_until(lambda: f"complete of job {jid} attempt 1 delivered after" in agent.log(), 10,
+                   "the agent to see its completion delivered")
+        assert "lost" not in agent.log(), agent.log()[-3000:]
+    finally:
+        agent.stop()
+        if proxy.listener:
+            proxy.close()
+
+
+def test_agent_slow_head_does_not_get_a_healthy_runtime_killed(cluster):
+    """The head stops answering (SIGSTOP) for longer than ping_timeout_ms while
+    a job finishes: the controller keeps pinging its runtime (the completion
+    waits in the outbox), so nothing is killed as hung, and the result is
+    delivered once the head runs again."""
+    head, make_agent = cluster
+    agent = make_agent("slowhead", gpus=1)
+    agent.wait_ready()
+    c = head.client(head.add_tenant("slowhead"))
+    jid = submit(c, {"capability": "image.fast", "params": {"prompt": "s", "sim_ms": 800}})["id"]
+    wait_job(c, jid, 20, until=lambda j: j["state"] == "running"
+             and j.get("phase") == "generating")
+    pid = runtime_pids("slowhead-gpu0")[0]
+    outbox = os.path.join(agent.dir, "work", "outbox", f"slowhead-gpu0-{jid}.1")
+    os.kill(head.proc.pid, signal.SIGSTOP)
+    try:
+        # The run ends while the head is frozen: its result waits in the outbox.
+        wait_until(lambda: os.path.exists(outbox), 10, "the result queued in the outbox")
+        # What is under test is a timer: the head stays frozen for longer than
+        # ping_timeout_ms (1.5 s) after the result came, while pings go on.
+        until = time.monotonic() + 2.5 * SLOW
+        wait_until(lambda: time.monotonic() >= until, 5, "ping_timeout_ms to pass")
+        assert alive(pid), "the runtime was killed while the head was frozen"
+    finally:
+        os.kill(head.proc.pid, signal.SIGCONT)
+    j = wait_job(c, jid, 40)
+    assert j["state"] == "succeeded" and j["attempt"] == 1, j
+    assert alive(pid), "the runtime was killed while the head was slow"
+    assert "lost" not in agent.log(), agent.log()[-3000:]
+
+
+def test_agent_flooding_runtime_is_killed_restarted_and_the_log_stays_small(cluster):
+    head, make_agent = cluster
+    agent = make_agent("flood", gpus=2)
+    agent.wait_ready()
+    c = head.client(head.add_tenant("flood"))
+    with open(agent.fault_file, "w") as f:  # one-shot: the next job's runtime floods
+        f.write("flood\n")
+    jid = submit(c, {"capability": "image.fast", "params": {"prompt": "f"}})["id"]
+    wait_until(lambda: "flooded its output" in agent.log(), 15, "the flood to be noticed")
+    # The worker says it is degraded while the flood is fresh.
+    wait_until(lambda: any(w["telemetry"]["health"] == "degraded" for w in workers(head)
+                           if w["id"].startswith("flood-")), 5, "a degraded flood worker")
+    j = wait_job(c, jid, 30)
+    assert j["state"] == "succeeded" and j["attempt"] == 2, j
+    assert png_ok(c.get(f"/v1/jobs/{jid}/result").body)
+    agent.wait_ready()
+    log = agent.log()
+    assert "flooded its output with over 100 bad lines within 1000 ms" in log, log[-3000:]
+    assert re.search(r"runtime flood: 101 bad lines within 1000 ms \(9[0-9] not logged\)", log), \
+        log[-3000:]
+    # The flood is cut within its first second, and the log holds a bounded
+    # handful of its lines (10 at once, 2 a second), not millions.
+    assert log.count("bad runtime line") <= 20, log.count("bad runtime line")
+    assert os.path.getsize(agent.log_path) < 200_000, os.path.getsize(agent.log_path)
+
+
+def test_agent_runtime_that_exits_at_once_is_restarted_with_backoff(cluster, tmp_path):
+    head, make_agent = cluster
+    fault_file = os.path.join(str(tmp_path), "exitfault")
+    with open(fault_file, "w") as f:  # every start exits while this says "exit"
+        f.write("exit\n")
+    runtime = binary("gpuq-sim-runtime") + " --scale 0.001 --fault-file " + fault_file
+    agent = make_agent("exit", gpus=1, runtime=runtime)
+    t0 = time.monotonic()
+    wait_until(lambda: agent.log().count("runtime started") >= 5, 10, "five starts")
+    wait_until(lambda: time.monotonic() - t0 >= 3 * SLOW, 5, "three seconds of the fault")
+    starts = agent.log().count("runtime started")
+    # Backoff 50 ms doubling to 1 s: about 7 starts in 3 s, never a tight loop.
+    assert starts <= 12, starts
+    delays = [int(x) for x in re.findall(r"restart \d+ in (\d+) ms", agent.log())]
+    assert delays[:5] == [50, 100, 200, 400, 800], delays
+    assert max(delays) == 1000, delays
+    assert not any(w["id"] == "exit-gpu0" and w["state"] == "ready" for w in workers(head))
+    os.unlink(fault_file)
+    agent.wait_ready()
+    c = head.client(head.add_tenant("exit"))
+    j = wait_job(c, submit(c, {"capability": "image.fast", "params": {"prompt": "e"}})["id"], 20)
+    assert j["state"] == "succeeded", j
+
+
+def test_agent_cancelled_running_job_frees_its_worker_for_the_next(cluster):
+    head, make_agent = cluster
+    agent = make_agent("cancel", gpus=1)
+    agent.wait_ready()
+    c = head.client(head.add_tenant("cancel"))
+    jid = submit(c, {"capability": "image.fast", "params": {"prompt": "x", "sim_ms": 20000}})["id"]
+    wait_job(c, jid, 20, until=lambda j: j["state"] == "running"
+             and j.get("phase") == "generating")
+    r = c.delete(f"/v1/jobs/{jid}")
+    assert r.status in (200, 202), r
+    wait_until(lambda: f"cancelling job {jid} attempt 1" in agent.log(), 10,
+               "the agent to cancel the run")
+    wait_until(lambda: f"job {jid} attempt 1 failed: cancelled" in agent.log(), 10,
+               "the runtime to answer the cancel")
+    # The only worker (concurrency 1) takes the next jobs: its slot came back.
+    for i in range(2):
+        j = wait_job(c, submit(c, {"capability": "image.fast",
+                                   "params": {"prompt": f"n{i}", "sim_ms": 50}})["id"], 20)
+        assert j["state"] == "succeeded" and j["worker_id"] == "cancel-gpu0", j
+    assert c.get(f"/v1/jobs/{jid}").json()["state"] == "cancelled"

@@ -1,0 +1,357 @@
+/* outbox.c: the agent's queue of reports to the head (see outbox.h). */
+#include "agent/outbox.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/clock.h"
+#include "common/log.h"
+
+#define MOD "agent"
+
+void outbox_init(struct outbox *ob, int max_items, int64_t max_bytes, int64_t min_delay_ms,
+                 int64_t max_delay_ms, outbox_send_fn send, void *ctx)
+{
+    memset(ob, 0, sizeof *ob);
+    pthread_mutex_init(&ob->mu, NULL);
+    pthread_cond_init(&ob->cv, NULL);
+    ob->max_items = max_items > 0 ? max_items : 1;
+    ob->max_bytes = max_bytes > 0 ? max_bytes : 1;
+    ob->min_delay_ms = min_delay_ms > 0 ? min_delay_ms : 1;
+    ob->max_delay_ms = max_delay_ms >= ob->min_delay_ms ? max_delay_ms : ob->min_delay_ms;
+    ob->send = send;
+    ob->ctx = ctx;
+}
+
+static void item_free(struct outbox_item *it)
+{
+    if (it->kind == OUTBOX_COMPLETE && it->path[0])
+        unlink(it->path);
+    free(it);
+}
+
+void outbox_fini(struct outbox *ob)
+{
+    struct outbox_item *it = ob->first;
+    while (it) {
+        struct outbox_item *next = it->next;
+        if (it->kind != OUTBOX_PROGRESS)
+            log_warn(MOD, "worker %s: stopping with the outcome of job %s attempt %lld "
+                          "undelivered",
+                     it->worker_id, it->job_id, (long long)it->attempt);
+        item_free(it);
+        it = next;
+    }
+    ob->first = ob->last = NULL;
+    pthread_mutex_destroy(&ob->mu);
+    pthread_cond_destroy(&ob->cv);
+}
+
+static bool same_attempt(const struct outbox_item *it, const char *worker_id, const char *job_id,
+                         int64_t attempt)
+{
+    return it->attempt == attempt && strcmp(it->job_id, job_id) == 0 &&
+           strcmp(it->worker_id, worker_id) == 0;
+}
+
+/* Unlinks it from the list (under mu); prev is its predecessor or NULL. */
+static void unlink_item(struct outbox *ob, struct outbox_item *prev, struct outbox_item *it)
+{
+    if (prev)
+        prev->next = it->next;
+    else
+        ob->first = it->next;
+    if (ob->last == it)
+        ob->last = prev;
+    it->next = NULL;
+    if (it->kind != OUTBOX_PROGRESS) {
+        ob->items--;
+        if (it->kind == OUTBOX_COMPLETE)
+            ob->bytes -= it->bytes;
+    }
+}
+
+/* Drops progress of the attempt that is not being sent (under mu). */
+static void drop_progress(struct outbox *ob, const char *worker_id, const char *job_id,
+                          int64_t attempt)
+{
+    struct outbox_item *prev = NULL, *it = ob->first;
+    while (it) {
+        struct outbox_item *next = it->next;
+        if (it->kind == OUTBOX_PROGRESS && !it->sending &&
+            same_attempt(it, worker_id, job_id, attempt)) {
+            unlink_item(ob, prev, it);
+            item_free(it);
+        } else {
+            prev = it;
+        }
+        it = next;
+    }
+}
+
+static void push(struct outbox *ob, struct outbox_item *it)
+{
+    pthread_mutex_lock(&ob->mu);
+    if (it->kind != OUTBOX_PROGRESS) {
+        drop_progress(ob, it->worker_id, it->job_id, it->attempt);
+        ob->items++;
+        ob->bytes += it->kind == OUTBOX_COMPLETE ? it->bytes : 0;
+    }
+    if (ob->last)
+        ob->last->next = it;
+    else
+        ob->first = it;
+    ob->last = it;
+    pthread_cond_broadcast(&ob->cv);
+    pthread_mutex_unlock(&ob->mu);
+}
+
+static struct outbox_item *item_new(enum outbox_kind kind, const char *worker_id,
+                                    const char *job_id, int64_t attempt, int64_t now)
+{
+    struct outbox_item *it = xcalloc(1, sizeof *it);
+    it->kind = kind;
+    snprintf(it->worker_id, sizeof it->worker_id, "%s", worker_id);
+    snprintf(it->job_id, sizeof it->job_id, "%s", job_id);
+    it->attempt = attempt;
+    it->due_ns = now;
+    return it;
+}
+
+void outbox_put_complete(struct outbox *ob, const char *worker_id, const char *job_id,
+                         int64_t attempt, const char *path, const char *content_type,
+                         int64_t bytes, int64_t load_ms, int64_t run_ms, bool cold, int64_t now)
+{
+    struct outbox_item *it = item_new(OUTBOX_COMPLETE, worker_id, job_id, attempt, now);
+    snprintf(it->path, sizeof it->path, "%s", path);
+    snprintf(it->content_type, sizeof it->content_type, "%s", content_type);
+    it->bytes = bytes;
+    it->load_ms = load_ms;
+    it->run_ms = run_ms;
+    it->cold = cold;
+    push(ob, it);
+}
+
+void outbox_put_fail(struct outbox *ob, const char *worker_id, const char *job_id,
+                     int64_t attempt, const char *cls, const char *message, int64_t now)
+{
+    struct outbox_item *it = item_new(OUTBOX_FAIL, worker_id, job_id, attempt, now);
+    snprintf(it->cls, sizeof it->cls, "%s", cls);
+    snprintf(it->message, sizeof it->message, "%s", message);
+    push(ob, it);
+}
+
+void outbox_put_progress(struct outbox *ob, const char *worker_id, const char *job_id,
+                         int64_t attempt, const char *phase, double progress,
+                         const char *message, int64_t now)
+{
+    pthread_mutex_lock(&ob->mu);
+    for (struct outbox_item *it = ob->first; it; it = it->next) {
+        if (same_attempt(it, worker_id, job_id, attempt) && !it->sending) {
+            if (it->kind == OUTBOX_PROGRESS) { /* coalesce: the newest wins */
+                snprintf(it->cls, sizeof it->cls, "%s", phase);
+                snprintf(it->message, sizeof it->message, "%s", message ? message : "");
+                it->progress = progress;
+                pthread_mutex_unlock(&ob->mu);
+                return;
+            }
+        }
+        if (same_attempt(it, worker_id, job_id, attempt) && it->kind != OUTBOX_PROGRESS) {
+            pthread_mutex_unlock(&ob->mu); /* its outcome is queued: too late */
+            return;
+        }
+    }
+    pthread_mutex_unlock(&ob->mu);
+    struct outbox_item *it = item_new(OUTBOX_PROGRESS, worker_id, job_id, attempt, now);
+    snprintf(it->cls, sizeof it->cls, "%s", phase);
+    snprintf(it->message, sizeof it->message, "%s", message ? message : "");
+    it->progress = progress;
+    push(ob, it);
+}
+
+bool outbox_full(struct outbox *ob)
+{
+    pthread_mutex_lock(&ob->mu);
+    bool full = ob->items >= ob->max_items || ob->bytes >= ob->max_bytes;
+    pthread_mutex_unlock(&ob->mu);
+    return full;
+}
+
+int outbox_outcomes_for(struct outbox *ob, const char *worker_id, char (*ids)[OUTBOX_ID_MAX],
+                        int64_t *attempts, int max)
+{
+    int n = 0;
+    pthread_mutex_lock(&ob->mu);
+    for (struct outbox_item *it = ob->first; it; it = it->next) {
+        if (it->kind == OUTBOX_PROGRESS || strcmp(it->worker_id, worker_id) != 0)
+            continue;
+        if (ids && attempts && n < max) {
+            snprintf(ids[n], OUTBOX_ID_MAX, "%s", it->job_id);
+            attempts[n] = it->attempt;
+        }
+        n++;
+    }
+    pthread_mutex_unlock(&ob->mu);
+    return n;
+}
+
+void outbox_stats(struct outbox *ob, struct outbox_stats *out)
+{
+    pthread_mutex_lock(&ob->mu);
+    out->items = ob->items;
+    out->bytes = ob->bytes;
+    out->delivered = ob->delivered;
+    out->dropped = ob->dropped;
+    out->retries = ob->retries;
+    pthread_mutex_unlock(&ob->mu);
+}
+
+enum outbox_verdict outbox_verdict(enum outbox_kind kind, int rc, long status)
+{
+    if (kind == OUTBOX_PROGRESS)
+        return rc == 0 && status >= 200 && status < 300 ? OUTBOX_DONE : OUTBOX_DROP;
+    if (rc != 0)
+        return OUTBOX_RETRY;
+    if (status >= 200 && status < 300)
+        return OUTBOX_DONE;
+    if (status == 409 || status == 404 || status == 400 || status == 413)
+        return OUTBOX_DROP;
+    return OUTBOX_RETRY; /* 5xx, 401, 403, 408, 429 …: the head may yet take it */
+}
+
+int64_t outbox_delay_ms(int tries, int64_t min_ms, int64_t max_ms)
+{
+    int64_t d = min_ms;
+    for (int i = 1; i < tries && d < max_ms; i++)
+        d *= 2;
+    return d > max_ms ? max_ms : d;
+}
+
+static const char *kind_name(enum outbox_kind k)
+{
+    return k == OUTBOX_COMPLETE ? "complete" : k == OUTBOX_FAIL ? "fail" : "progress";
+}
+
+/* Logs a final or retried answer for an outcome (not under mu). */
+static void log_answer(const struct outbox_item *it, enum outbox_verdict v, int rc, long status,
+                       int64_t delay_ms)
+{
+    const char *what = kind_name(it->kind);
+    if (v == OUTBOX_DONE) {
+        if (it->tries > 0)
+            log_info(MOD, "worker %s: %s of job %s attempt %lld delivered after %d retries",
+                     it->worker_id, what, it->job_id, (long long)it->attempt, it->tries);
+    } else if (v == OUTBOX_DROP) {
+        const char *why = status == 409   ? "the attempt was fenced off (stale)"
+                          : status == 404 ? "the head does not know the job"
+                          : status == 413 ? "the result is larger than the head accepts"
+                                          : "the head refused the report as malformed";
+        log_warn(MOD, "worker %s: %s of job %s attempt %lld dropped: %s (HTTP %ld)",
+                 it->worker_id, what, it->job_id, (long long)it->attempt, why, status);
+    } else if (it->tries == 1 || (it->tries & (it->tries - 1)) == 0) {
+        /* The first failure and then every power of two: bounded noise. */
+        log_warn(MOD, "worker %s: %s of job %s attempt %lld not delivered (%s %ld); try %d, "
+                      "next in %lld ms",
+                 it->worker_id, what, it->job_id, (long long)it->attempt,
+                 rc ? "unreachable" : "HTTP", status, it->tries, (long long)delay_ms);
+    }
+}
+
+int64_t outbox_step(struct outbox *ob, int64_t now, bool *tried)
+{
+    *tried = false;
+    pthread_mutex_lock(&ob->mu);
+    struct outbox_item *it = ob->first;
+    while (it && (it->sending || it->due_ns > now))
+        it = it->next;
+    if (it) {
+        it->sending = true;
+        pthread_mutex_unlock(&ob->mu);
+        long status = 0;
+        int rc = ob->send(ob->ctx, it, &status);
+        if (rc != 0)
+            status = 0;
+        enum outbox_verdict v = outbox_verdict(it->kind, rc, status);
+        int64_t delay = 0;
+        if (v == OUTBOX_RETRY) {
+            it->tries++;
+            delay = outbox_delay_ms(it->tries, ob->min_delay_ms, ob->max_delay_ms);
+        }
+        if (it->kind != OUTBOX_PROGRESS)
+            log_answer(it, v, rc, status, delay);
+        *tried = true;
+        pthread_mutex_lock(&ob->mu);
+        it->sending = false;
+        if (v == OUTBOX_RETRY) {
+            it->due_ns = now + delay * NS_PER_MS;
+            ob->retries++;
+        } else {
+            struct outbox_item *prev = NULL;
+            for (struct outbox_item *p = ob->first; p && p != it; p = p->next)
+                prev = p;
+            unlink_item(ob, prev, it);
+            if (it->kind != OUTBOX_PROGRESS) {
+                if (v == OUTBOX_DONE)
+                    ob->delivered++;
+                else
+                    ob->dropped++;
+            }
+            item_free(it);
+        }
+        bool answered = rc == 0 && status > 0 && status < 500;
+        if (answered) /* the head is back: what waited on it need not wait longer */
+            for (struct outbox_item *p = ob->first; p; p = p->next)
+                if (p->due_ns > now)
+                    p->due_ns = now;
+        pthread_cond_broadcast(&ob->cv);
+    }
+    int64_t next = INT64_MAX;
+    for (struct outbox_item *p = ob->first; p; p = p->next)
+        if (!p->sending && p->due_ns < next)
+            next = p->due_ns;
+    pthread_mutex_unlock(&ob->mu);
+    return next;
+}
+
+void *outbox_main(void *arg)
+{
+    struct outbox *ob = arg;
+    pthread_mutex_lock(&ob->mu);
+    while (!ob->stop) {
+        pthread_mutex_unlock(&ob->mu);
+        bool tried;
+        int64_t next = outbox_step(ob, clock_mono_ns(), &tried);
+        pthread_mutex_lock(&ob->mu);
+        if (tried || ob->stop)
+            continue;
+        /* Nothing due: sleep until the next item is, or a new one comes. */
+        int64_t wait_ns = next == INT64_MAX ? 1000 * NS_PER_MS : next - clock_mono_ns();
+        if (wait_ns <= 0)
+            continue;
+        if (wait_ns > 1000 * NS_PER_MS)
+            wait_ns = 1000 * NS_PER_MS;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += wait_ns / NS_PER_S;
+        ts.tv_nsec += wait_ns % NS_PER_S;
+        if (ts.tv_nsec >= NS_PER_S) {
+            ts.tv_sec++;
+            ts.tv_nsec -= NS_PER_S;
+        }
+        pthread_cond_timedwait(&ob->cv, &ob->mu, &ts);
+    }
+    pthread_mutex_unlock(&ob->mu);
+    return NULL;
+}
+
+void outbox_stop(struct outbox *ob)
+{
+    pthread_mutex_lock(&ob->mu);
+    ob->stop = true;
+    pthread_cond_broadcast(&ob->cv);
+    pthread_mutex_unlock(&ob->mu);
+}

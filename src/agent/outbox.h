@@ -1,0 +1,126 @@
+/* outbox.h: the agent's queue of reports to the head — job outcomes (complete,
+ * fail) and progress — sent by one thread of their own so that no worker's
+ * controller ever waits for the head (its ping and hang timers keep running
+ * while the head is slow or away).
+ *
+ * An outcome is kept until the head answers for it: 2xx (delivered), 409 (the
+ * attempt was fenced off), 404 (the job is unknown), 400 or 413 (refused:
+ * logged). Anything else — no answer, 5xx, 401, 429 … — is retried with a
+ * per-item backoff (min, doubling, capped at max) for as long as the agent
+ * runs. A completion's bytes stay in the file the runtime wrote; the outbox
+ * owns that file from outbox_put_complete on and unlinks it when the item
+ * leaves. Progress is best effort: one pending report per attempt (a newer one
+ * replaces it), tried once, dropped when its attempt's outcome is queued.
+ *
+ * Bounds: outbox_full() is true at max_items outcomes or max_bytes of result
+ * files. A full outbox refuses nothing (a result is never dropped); the agent
+ * stops asking the head for new work until it drains, so the outbox holds at
+ * most max_items plus the jobs already running when it filled.
+ *
+ * The sending logic (outbox_step) takes `now` and a send callback, so unit
+ * tests script the head's answers and the clock. Locking: mu guards every
+ * field; the send callback runs without it on an item marked `sending`,
+ * which only outbox_step removes. */
+#ifndef GPUQ_AGENT_OUTBOX_H
+#define GPUQ_AGENT_OUTBOX_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define OUTBOX_ID_MAX 64
+
+enum outbox_kind { OUTBOX_COMPLETE, OUTBOX_FAIL, OUTBOX_PROGRESS };
+enum outbox_verdict { OUTBOX_DONE, OUTBOX_DROP, OUTBOX_RETRY };
+
+/* One report. Invariant: kind == OUTBOX_COMPLETE ⇔ path names a file the
+ * outbox owns; tries counts sends that got no final answer. */
+struct outbox_item {
+    struct outbox_item *next;
+    enum outbox_kind kind;
+    char worker_id[OUTBOX_ID_MAX];
+    char job_id[OUTBOX_ID_MAX];
+    int64_t attempt;
+    /* complete */
+    char path[PATH_MAX];
+    char content_type[128];
+    int64_t bytes;
+    int64_t load_ms, run_ms;
+    bool cold;
+    /* fail: class and message; progress: phase in cls, message */
+    char cls[16];
+    char message[512];
+    double progress;
+    /* delivery */
+    int tries;
+    int64_t due_ns;
+    bool sending;
+};
+
+/* send: one try at delivering it; 0 with the HTTP status in *status, or a
+ * negative error when no answer came. Runs on the outbox thread, unlocked. */
+typedef int (*outbox_send_fn)(void *ctx, const struct outbox_item *it, long *status);
+
+struct outbox_stats {
+    int items;        /* outcomes waiting (complete + fail) */
+    int64_t bytes;    /* their result files */
+    uint64_t delivered, dropped, retries;
+};
+
+struct outbox {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct outbox_item *first, *last; /* FIFO */
+    int items;        /* outcomes in the list (progress not counted) */
+    int64_t bytes;
+    int max_items;
+    int64_t max_bytes;
+    int64_t min_delay_ms, max_delay_ms;
+    outbox_send_fn send;
+    void *ctx;
+    bool stop;
+    uint64_t delivered, dropped, retries;
+};
+
+void outbox_init(struct outbox *ob, int max_items, int64_t max_bytes, int64_t min_delay_ms,
+                 int64_t max_delay_ms, outbox_send_fn send, void *ctx);
+/* outbox_fini frees what is left, unlinking its result files. */
+void outbox_fini(struct outbox *ob);
+
+/* outbox_put_*: queue a report, due at once. They never block on the head and
+ * never refuse an outcome (see "Bounds"). The complete's file at path is the
+ * outbox's from here on. */
+void outbox_put_complete(struct outbox *ob, const char *worker_id, const char *job_id,
+                         int64_t attempt, const char *path, const char *content_type,
+                         int64_t bytes, int64_t load_ms, int64_t run_ms, bool cold, int64_t now);
+void outbox_put_fail(struct outbox *ob, const char *worker_id, const char *job_id,
+                     int64_t attempt, const char *cls, const char *message, int64_t now);
+void outbox_put_progress(struct outbox *ob, const char *worker_id, const char *job_id,
+                         int64_t attempt, const char *phase, double progress,
+                         const char *message, int64_t now);
+
+/* outbox_full: at max_items outcomes or max_bytes; take no new work. */
+bool outbox_full(struct outbox *ob);
+/* outbox_outcomes_for: how many outcomes of worker_id wait (sending included);
+ * writes up to max of their (job_id, attempt) to ids/attempts when not NULL. */
+int outbox_outcomes_for(struct outbox *ob, const char *worker_id, char (*ids)[OUTBOX_ID_MAX],
+                        int64_t *attempts, int max);
+void outbox_stats(struct outbox *ob, struct outbox_stats *out);
+
+/* outbox_verdict: what an answer means for an outcome (progress: any answer
+ * or none is final). rc < 0: no answer. */
+enum outbox_verdict outbox_verdict(enum outbox_kind kind, int rc, long status);
+/* outbox_delay_ms: wait after failed try number `tries` (1-based): min·2^(tries-1) ≤ max. */
+int64_t outbox_delay_ms(int tries, int64_t min_ms, int64_t max_ms);
+
+/* outbox_step: tries the first due item (FIFO among due ones). Sets *tried
+ * when it sent something; returns when the next item is due (INT64_MAX: none
+ * waits; may be <= now). An answer from the head makes every waiting item due now. */
+int64_t outbox_step(struct outbox *ob, int64_t now, bool *tried);
+
+/* outbox_main: the sending thread (arg: struct outbox *) until outbox_stop. */
+void *outbox_main(void *arg);
+void outbox_stop(struct outbox *ob);
+
+#endif
