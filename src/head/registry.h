@@ -13,7 +13,7 @@
 #include "core/sched.h"
 
 #define REG_MAX_MODELS 32
-#define REG_MAX_RUNNING 64
+#define REG_MAX_RUNNING 256
 #define REG_MAX_CANCELS 64
 
 enum worker_state { WORKER_WARMING = 0, WORKER_READY = 1, WORKER_DRAINING = 2 };
