@@ -140,8 +140,14 @@ def submit(client, body, timeout_s=30):
 
 def wait_job(client, job_id, timeout_s,
              until=("succeeded", "failed", "cancelled", "dead", "expired")):
+    # A long-poll answers on the job's next change, so it would never show a
+    # state the job is already in: a predicate on a passing state (running on
+    # some worker) reads the job as it is now; a terminal state, which stays,
+    # can be long-polled.
+    path = f"/v1/jobs/{job_id}" + ("?wait=5" if isinstance(until, tuple) else "")
+
     def done():
-        r = client.get(f"/v1/jobs/{job_id}?wait=5")
+        r = client.get(path)
         assert r.status == 200, r
         j = r.json()
         return j if (j["state"] in until if isinstance(until, tuple) else until(j)) else None
