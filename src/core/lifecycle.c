@@ -329,6 +329,19 @@ bool lc_orphaned(const struct lc_policy *p, const struct lc_job *j, const char *
     return now_ns - j->assigned_ns > grace;
 }
 
+int64_t lc_stall_ns(int64_t last_check_ns, int64_t now_ns, int64_t period_ns)
+{
+    if (last_check_ns <= 0 || now_ns - last_check_ns <= period_ns)
+        return 0;
+    return now_ns - last_check_ns - period_ns;
+}
+
+void lc_shift(struct lc_job *j, int64_t gap_ns)
+{
+    if (j && j->state == LC_RUNNING && gap_ns > 0)
+        j->lease_until_ns += gap_ns;
+}
+
 int lc_resubmit(struct lc_job *j, int64_t new_deadline_ms)
 {
     if (!j)

@@ -183,6 +183,17 @@ int64_t lc_next_due_ns(const struct lc_job *j, int64_t *deadline_ms);
 bool lc_orphaned(const struct lc_policy *p, const struct lc_job *j, const char *worker,
                  bool reported, int64_t now_ns);
 
+/* lc_stall_ns: how long the caller itself stood still between two of its
+ * checks (SIGSTOP, a paused VM, heavy swapping): the part of the gap since
+ * last_check_ns beyond period_ns, the longest a check may normally be late.
+ * 0 when checks came on time. During a stall no heartbeat or progress could be
+ * heard, so silence then is not the worker's fault: see lc_shift. */
+int64_t lc_stall_ns(int64_t last_check_ns, int64_t now_ns, int64_t period_ns);
+
+/* lc_shift: after a stall of gap_ns, a running attempt's lease ends that much
+ * later (its execution timeout does not move: the run went on meanwhile). */
+void lc_shift(struct lc_job *j, int64_t gap_ns);
+
 /* lc_resubmit: an admin re-runs a DEAD, FAILED or EXPIRED job: QUEUED with its
  * budget and failed set reset (attempt numbers keep growing, so fencing still
  * refuses anything from an old attempt). GPUQ_ECONFLICT otherwise. */

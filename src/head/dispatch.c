@@ -22,6 +22,9 @@
 #define MOD "dispatch"
 #define MAX_EXPIRE 64
 #define LIFECYCLE_TICK_NS (100 * NS_PER_MS)
+/* The loop runs at least every tick; later than two ticks means the process
+ * stood still (or could not run), and the time beyond that is forgiven. */
+#define STALL_SLACK_NS (2 * LIFECYCLE_TICK_NS)
 
 enum dmsg_kind { M_JOB_ADD, M_JOB_CANCEL, M_JOB_FINISHED, M_WORKER_UPDATE, M_WORKER_REMOVE, M_POLL };
 
@@ -70,6 +73,7 @@ struct dispatcher {
     struct dmsg *eta_pending;    /* added jobs whose ETA is answered after this round */
     int64_t next_expiry_ns;
     int64_t next_tick_ns;
+    int64_t last_loop_ns;        /* when the loop last ran (stall detection) */
     struct hashmap breakers;     /* worker id → struct breaker (kept when a worker leaves) */
     char losing[SCHED_NAME_MAX]; /* the worker sched_worker_remove reports lost jobs of */
     /* published under lock: */
@@ -582,6 +586,10 @@ static void *dispatcher_main(void *arg)
         pthread_mutex_unlock(&d->lock);
 
         int64_t now = clock_mono_ns();
+        int64_t stall = lc_stall_ns(d->last_loop_ns, now, STALL_SLACK_NS);
+        d->last_loop_ns = now;
+        if (stall > 0)
+            head_stalled(d->h, stall); /* before any lease or TTL is judged */
         pthread_rwlock_wrlock(&d->sched_lock);
         struct dmsg *next;
         for (struct dmsg *m = batch; m; m = next) {

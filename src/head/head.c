@@ -655,6 +655,17 @@ void head_tick(struct head *h)
     jobs_unlock(h->jobs);
 }
 
+void head_stalled(struct head *h, int64_t gap_ns)
+{
+    log_warn(MOD, "the head stood still for %lld ms: leases and worker TTLs extended by as much",
+             (long long)(gap_ns / NS_PER_MS));
+    registry_shift(h->registry, gap_ns);
+    jobs_lock(h->jobs);
+    for (struct hjob *j = jobs_timed_first(h->jobs); j; j = jobs_timed_next(j))
+        lc_shift(&j->rec.lc, gap_ns);
+    jobs_unlock(h->jobs);
+}
+
 /* ---- workers: registration, heartbeats, the catalog of what they serve ---- */
 
 /* A pair to remember in the store. */

@@ -60,5 +60,9 @@ void head_lost(struct head *h, uint64_t job_id, const char *worker, const char *
 void head_assign_failed(struct head *h, uint64_t job_id, const char *worker, int attempt);
 /* Applies what time alone decides (leases, timeouts, deadlines) to every timed job. */
 void head_tick(struct head *h);
+/* The head stood still for gap_ns (lc_stall_ns: stopped, paused, swapping):
+ * running attempts' leases and workers' TTLs move that much later, so nobody
+ * is blamed for a silence the head could not have heard. Dispatcher thread. */
+void head_stalled(struct head *h, int64_t gap_ns);
 
 #endif

@@ -224,6 +224,14 @@ int registry_count_ready(struct registry *r)
     return n;
 }
 
+void registry_shift(struct registry *r, int64_t gap_ns)
+{
+    pthread_mutex_lock(&r->lock);
+    for (int i = 0; i < r->n; i++)
+        r->v[i]->last_seen_ns += gap_ns;
+    pthread_mutex_unlock(&r->lock);
+}
+
 int registry_expire(struct registry *r, int64_t now_ns, int64_t ttl_ns,
                     char (*ids)[SCHED_NAME_MAX], int max)
 {

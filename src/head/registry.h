@@ -98,6 +98,10 @@ int registry_list(struct registry *r, struct worker_rec *out, int max);
 int registry_count(struct registry *r);
 /* Workers ready for work (not warming, not draining). */
 int registry_count_ready(struct registry *r);
+/* Moves every worker's last-seen time gap_ns later: the head itself stood
+ * still for that long (lc_stall_ns), so silence then does not count toward
+ * the TTL. */
+void registry_shift(struct registry *r, int64_t gap_ns);
 /* Ids of workers silent since before now - ttl_ns (up to max); they are removed. */
 int registry_expire(struct registry *r, int64_t now_ns, int64_t ttl_ns,
                     char (*ids)[SCHED_NAME_MAX], int max);

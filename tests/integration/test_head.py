@@ -5,6 +5,7 @@ kill -9. Real gpuqd on 127.0.0.1:0 in a temp dir."""
 import http.client
 import json
 import os
+import signal
 import socket
 import threading
 import time
@@ -782,3 +783,31 @@ def test_retry_leaves_the_failed_gpu_when_another_registers(head_factory):
     assert done["state"] == "succeeded"
     assert [(x["worker"], x["outcome"]) for x in done["attempts"]] == [
         ("gpu-a", "error"), ("gpu-b", "ok")]
+
+
+def test_a_stopped_head_blames_no_worker_for_its_own_silence(head_factory):
+    """The head itself stands still (SIGSTOP: a paused VM, swapping) for longer
+    than the lease and the TTL while a worker runs a job: once it runs again the
+    worker is still registered and its attempt still current, so the result is
+    accepted and nothing runs twice."""
+    h = head_factory(config_text="[lifecycle]\nlease_ms = 600\n"
+                     "[workers]\nheartbeat_ms = 100\nttl_ms = 1000\n")
+    c = h.client(h.add_tenant("acme"))
+    w = FakeWorker(h, h.add_worker_token(), "gpu-a").start()
+    job = submit(c).json()
+    a = w.poll()
+    assert a["job_id"] == job["id"]
+    assert w.heartbeat(running=[(job["id"], 1)]).status == 200
+    os.kill(h.proc.pid, signal.SIGSTOP)
+    try:
+        # The fault is a length of time: the head stays stopped past TTL + lease.
+        until = time.monotonic() + 2.5
+        wait_until(lambda: time.monotonic() >= until, 5, "the head's stall to last 2.5 s")
+    finally:
+        os.kill(h.proc.pid, signal.SIGCONT)
+    assert w.heartbeat(running=[(job["id"], 1)]).status == 200
+    assert w.complete(a).status == 200
+    done = job_of(c, job["id"])
+    assert done["state"] == "succeeded" and done["attempt"] == 1, done
+    assert [x["outcome"] for x in done["attempts"]] == ["ok"]
+    assert "the head stood still for" in h.tail(20000)

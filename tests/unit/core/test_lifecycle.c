@@ -368,6 +368,46 @@ static void test_orphan_grace(void **state)
     assert_int_equal(n, LC_NEXT_RETRY);
 }
 
+/* The head itself stood still: silence during the stall does not end a lease;
+ * the execution timeout keeps counting (the run went on). */
+static void test_stall_shifts_the_lease_not_the_timeout(void **state)
+{
+    (void)state;
+    struct lc_policy p = pol();
+    assert_true(lc_stall_ns(0, 50 * SEC, SEC) == 0);            /* never checked yet */
+    assert_true(lc_stall_ns(10 * SEC, 10 * SEC + SEC / 2, SEC) == 0); /* on time */
+    assert_true(lc_stall_ns(10 * SEC, 19 * SEC, SEC) == 8 * SEC);
+    struct lc_job j;
+    lc_init(&j, 0, 0);
+    assert_int_equal(lc_assign(&p, &j, "gpu0", at(0)), 0);
+    /* Frozen from t=1 s to t=45 s: past the 30 s lease. */
+    int64_t gap = lc_stall_ns(at(1).mono_ns, at(45).mono_ns, SEC);
+    lc_shift(&j, gap);
+    struct lc_attempt a;
+    enum lc_next next;
+    lc_check(&p, &j, at(45), &a, &next);
+    assert_int_equal(next, LC_NEXT_NONE);
+    assert_int_equal(j.state, LC_RUNNING);
+    /* Silent past the shifted lease (30 s + a 43 s stall): it ends. */
+    lc_check(&p, &j, at(30 + 43 - 1), &a, &next);
+    assert_int_equal(next, LC_NEXT_NONE);
+    lc_check(&p, &j, at(30 + 43 + 1), &a, &next);
+    assert_int_equal(next, LC_NEXT_RETRY);
+    assert_int_equal(a.outcome, LC_OUT_LEASE);
+    /* The timeout does not move. */
+    struct lc_job t;
+    lc_init(&t, 0, 20000);
+    assert_int_equal(lc_assign(&p, &t, "gpu1", at(0)), 0);
+    lc_shift(&t, 40 * SEC);
+    lc_check(&p, &t, at(21), &a, &next);
+    assert_int_equal(a.outcome, LC_OUT_TIMEOUT);
+    /* Only a running attempt has a lease to move. */
+    struct lc_job q;
+    lc_init(&q, 0, 0);
+    lc_shift(&q, 5 * SEC);
+    assert_true(q.lease_until_ns == 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -383,6 +423,7 @@ int main(void)
         cmocka_unit_test(test_requeue_counts_no_failure),
         cmocka_unit_test(test_cancel_queued_and_running),
         cmocka_unit_test(test_orphan_grace),
+        cmocka_unit_test(test_stall_shifts_the_lease_not_the_timeout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
