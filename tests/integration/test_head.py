@@ -694,7 +694,9 @@ def test_deadline_expires_a_queued_job(head):
     got = wait_until(lambda: (lambda j: j if j["state"] == "expired" else None)(
         job_of(c, job["id"])), 10, "the job to expire")
     assert got["error"]["class"] == "deadline" and got["eta"] is None
-    assert [x["id"] for x in c.get("/v1/jobs?state=expired").json()["jobs"]] == [job["id"]]
+    # The listing reads the store, which has the change once its commit is done.
+    wait_until(lambda: [x["id"] for x in c.get("/v1/jobs?state=expired").json()["jobs"]]
+               == [job["id"]], 5, "the expired job in the listing")
 
 
 def test_timeout_aborts_the_run_on_its_worker(head_factory):
