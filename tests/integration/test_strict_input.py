@@ -8,6 +8,7 @@ where http.client would not send the bytes."""
 
 import http.client
 import json
+import random
 import socket
 
 from gpuq_harness import SLOW
@@ -171,6 +172,17 @@ def test_error_bodies_are_always_valid_json(head):
             err = strict_json(body)["error"]
             assert err["code"] and err["message"], (path, body)
             answered += 1
+    # Paths pieced together at random (a fixed seed) from the same kind of pieces.
+    pieces = [b"%", b"%0", b"%00", b"%ff", b"\xff", b"\xc3", b"%c3", b"%a9", b"/", b"1", b"jobs",
+              b"v1", b'"', b"\\", b"?", b"&", b"=", b"wait", b"state", b"+", b"%zz", b"%e2%80%ae",
+              b"%0a", b"result", b"%2F", b"\xe2\x80", b"%7f"]
+    rnd = random.Random(18)
+    for _ in range(150):
+        path = b"/v1/" + b"".join(rnd.choice(pieces) for _ in range(rnd.randint(1, 8)))
+        status, headers, body = raw_get(c, path, rnd.choice((key, head.admin_key)))
+        if status >= 400:
+            assert headers.get("content-type") == "application/json", (path, status, body)
+            assert strict_json(body)["error"]["code"], (path, body)
     # An id echoed in its message is cut at 40 bytes, inside a character: U+FFFD, not a raw byte.
     status, _, body = raw_get(c, b"/v1/jobs/a" + b"%c3%a9" * 30, key)
     assert status == 400 and "\ufffd" in strict_json(body)["error"]["message"], body
