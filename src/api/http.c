@@ -384,6 +384,16 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     log_debug(MOD, "%s", msg);
 }
 
+/* URLs and query values reach the application as sent, still %-escaped (MHD
+ * alone turns '+' into ' ' in query values): routes decode them strictly, as
+ * a decoded %00 would cut the C string short and invalid UTF-8 would pass. */
+static size_t keep_escaped(void *cls, struct MHD_Connection *conn, char *s)
+{
+    (void)cls;
+    (void)conn;
+    return strlen(s);
+}
+
 static void server_free(struct http_server *srv)
 {
     pthread_mutex_destroy(&srv->lock);
@@ -425,7 +435,8 @@ int http_start(const struct http_options *opt, struct http_server **out, char *e
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)opt->max_connections,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(opt->threads > 0 ? opt->threads : 2), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
         (size_t)(64 * 1024), MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv, MHD_OPTION_END);
+        on_completed, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
+        MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL, MHD_OPTION_END);
     if (!srv->mhd) {
         snprintf(err, errlen, "cannot listen on %s:%d (address in use or not local?)", opt->host,
                  opt->port);

@@ -4,6 +4,7 @@
 #include "api/json.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
@@ -31,22 +32,84 @@ void api_error_set(struct api_error *e, int status, const char *code, const char
     va_end(ap);
 }
 
+size_t json_utf8_seq(const unsigned char *p, size_t n)
+{
+    if (n == 0)
+        return 0;
+    unsigned char c = p[0];
+    if (c < 0x80)
+        return 1;
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xbf; /* the bounds of the second byte */
+    if (c >= 0xc2 && c <= 0xdf) {
+        len = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        len = 3;
+        if (c == 0xe0)
+            lo = 0xa0; /* overlong below */
+        else if (c == 0xed)
+            hi = 0x9f; /* UTF-16 surrogates above */
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4;
+        if (c == 0xf0)
+            lo = 0x90; /* overlong below */
+        else if (c == 0xf4)
+            hi = 0x8f; /* beyond U+10FFFF above */
+    } else {
+        return 0; /* a continuation byte, an overlong lead (C0, C1) or F5..FF */
+    }
+    if (n < len || p[1] < lo || p[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++)
+        if (p[i] < 0x80 || p[i] > 0xbf)
+            return 0;
+    return len;
+}
+
+bool json_utf8_valid(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (n) {
+        size_t k = json_utf8_seq(p, n);
+        if (!k)
+            return false;
+        p += k;
+        n -= k;
+    }
+    return true;
+}
+
+/* Escapes what JSON requires; a byte that does not begin a valid UTF-8
+ * sequence (a raw echo, a cut made by a bounded copy) becomes U+FFFD, so the
+ * output is always valid JSON text. */
 void json_put_string(struct buf *out, const char *s)
 {
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = strlen(s);
     buf_append(out, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"': buf_puts(out, "\\\""); break;
-        case '\\': buf_puts(out, "\\\\"); break;
-        case '\n': buf_puts(out, "\\n"); break;
-        case '\r': buf_puts(out, "\\r"); break;
-        case '\t': buf_puts(out, "\\t"); break;
-        default:
-            if (*p < 0x20)
-                buf_printf(out, "\\u%04x", *p);
-            else
-                buf_append(out, p, 1);
+    while (n) {
+        size_t k = json_utf8_seq(p, n);
+        if (!k) {
+            buf_puts(out, "\\ufffd");
+            k = 1;
+        } else if (k > 1) {
+            buf_append(out, p, k);
+        } else {
+            switch (*p) {
+            case '"': buf_puts(out, "\\\""); break;
+            case '\\': buf_puts(out, "\\\\"); break;
+            case '\n': buf_puts(out, "\\n"); break;
+            case '\r': buf_puts(out, "\\r"); break;
+            case '\t': buf_puts(out, "\\t"); break;
+            default:
+                if (*p < 0x20 || *p == 0x7f)
+                    buf_printf(out, "\\u%04x", *p);
+                else
+                    buf_append(out, p, 1);
+            }
         }
+        p += k;
+        n -= k;
     }
     buf_append(out, "\"", 1);
 }
@@ -65,11 +128,81 @@ void json_render_error(struct buf *out, const struct api_error *e)
     buf_puts(out, "}}");
 }
 
+/* The parser holds integers as int64 and reals as doubles; a number beyond
+ * them is valid JSON all the same and must be refused as a value out of
+ * range, naming its field. After jansson reports such a number, a copy of the
+ * body has every one of them (outside strings) replaced, in place and padded
+ * with spaces, by the nearest number that parses and that is beyond every
+ * bound the API accepts (INT64_MAX, INT64_MIN, ±1e308); that copy is parsed
+ * again, so validation names the field. The structure is untouched, so a body
+ * that is otherwise invalid stays invalid. */
+static bool number_token_char(char c)
+{
+    return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
+}
+
+static const char *overflow_stand_in(const char *tok, size_t n)
+{
+    char *copy = xmalloc(n + 1);
+    memcpy(copy, tok, n);
+    copy[n] = '\0';
+    bool real = strpbrk(copy, ".eE") != NULL;
+    bool neg = copy[0] == '-';
+    char *end;
+    errno = 0;
+    const char *with = NULL;
+    if (real) {
+        double d = strtod(copy, &end);
+        if (*end == '\0' && errno == ERANGE && isinf(d))
+            with = neg ? "-1e308" : "1e308";
+    } else {
+        (void)strtoll(copy, &end, 10);
+        if (*end == '\0' && errno == ERANGE)
+            with = neg ? "-9223372036854775808" : "9223372036854775807";
+    }
+    free(copy);
+    return with && strlen(with) <= n ? with : NULL;
+}
+
+static char *clamp_overflows(const char *body, size_t len)
+{
+    char *s = xmalloc(len ? len : 1);
+    memcpy(s, body, len);
+    size_t i = 0;
+    while (i < len) {
+        if (s[i] == '"') { /* skip the string, escapes included */
+            for (i++; i < len && s[i] != '"'; i++)
+                if (s[i] == '\\')
+                    i++;
+            i++;
+        } else if (s[i] == '-' || (s[i] >= '0' && s[i] <= '9')) {
+            size_t j = i + 1;
+            while (j < len && number_token_char(s[j]))
+                j++;
+            const char *with = overflow_stand_in(s + i, j - i);
+            if (with) {
+                size_t w = strlen(with);
+                memcpy(s + i, with, w);
+                memset(s + i + w, ' ', j - i - w);
+            }
+            i = j;
+        } else {
+            i++;
+        }
+    }
+    return s;
+}
+
 /* Parses body as one JSON object; on error fills err. Caller decrefs. */
 static json_t *parse_object(const char *body, size_t len, struct api_error *err)
 {
     json_error_t je;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root && json_error_code(&je) == json_error_numeric_overflow) {
+        char *clamped = clamp_overflows(body, len);
+        root = json_loadb(clamped, len, JSON_REJECT_DUPLICATES, &je);
+        free(clamped);
+    }
     if (!root) {
         api_error_set(err, 400, "invalid_json", "body", "malformed JSON at line %d column %d: %s",
                       je.line, je.column, je.text);
@@ -149,7 +282,8 @@ static int get_int(json_t *obj, const char *key, const char *field, long long lo
     if (!v || json_is_null(v))
         return 0;
     if (!json_is_integer(v)) {
-        api_error_set(err, 400, "invalid_field", field, "%s: must be an integer", field);
+        api_error_set(err, 400, "invalid_field", field, "%s: must be an integer in %lld..%lld",
+                      field, lo, hi);
         return GPUQ_EINVAL;
     }
     long long x = json_integer_value(v);

@@ -4,6 +4,7 @@
 #ifndef GPUQ_API_JSON_H
 #define GPUQ_API_JSON_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "common/buf.h"
@@ -58,7 +59,13 @@ int json_parse_deregister(const char *body, size_t len, struct agent_msg *out,
 void json_render_assignment(struct buf *out, const struct job_rec *j);
 void json_render_worker(struct buf *out, const struct worker_rec *w, int64_t now_ns);
 
-/* Appends s as a JSON string (with quotes). */
+/* Appends s as a JSON string (with quotes): always valid JSON text, a byte
+ * that is not part of valid UTF-8 written as U+FFFD. */
 void json_put_string(struct buf *out, const char *s);
+
+/* The length (1..4) of the valid UTF-8 sequence at p (n bytes available), or
+ * 0 if none starts there (overlongs, surrogates and > U+10FFFF are invalid). */
+size_t json_utf8_seq(const unsigned char *p, size_t n);
+bool json_utf8_valid(const char *s, size_t n);
 
 #endif

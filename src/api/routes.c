@@ -40,9 +40,14 @@ struct ctx {
     const struct route *route;
     uint64_t id;               /* the {id} of the path, parsed */
     const char *param;         /* the {name} of the path */
+    /* The path's segments, each decoded strictly (routes_decode) into decbuf;
+     * a segment that cannot be has bad[i] (why) set and parts[i] raw: it
+     * matches only a placeholder, which then answers 400. */
     char *parts[MAX_PATH_PARTS];
+    const char *bad[MAX_PATH_PARTS];
     int nparts;
     char pathbuf[512];
+    char decbuf[512];
 };
 
 static void reply_json(struct ctx *c, int status)
@@ -86,16 +91,95 @@ static void fail_store(struct ctx *c, int rc)
         fail(c, 500, "internal", NULL, "%s", gpuq_strerror(rc));
 }
 
+static int hex_digit(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+int routes_decode(const char *in, size_t n, char *out, size_t size, const char **why)
+{
+    if (size < n + 1) {
+        *why = "is too long";
+        return GPUQ_EINVAL;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (in[i] != '%') {
+            out[k++] = in[i];
+            continue;
+        }
+        int hi = i + 2 < n ? hex_digit(in[i + 1]) : -1;
+        int lo = i + 2 < n ? hex_digit(in[i + 2]) : -1;
+        if (hi < 0 || lo < 0) {
+            *why = "has a '%' not followed by two hex digits";
+            return GPUQ_EINVAL;
+        }
+        out[k++] = (char)(hi << 4 | lo);
+        i += 2;
+    }
+    out[k] = '\0';
+    for (size_t i = 0; i < k; i++) {
+        unsigned char ch = (unsigned char)out[i];
+        if (ch == 0) {
+            *why = "contains a NUL byte (%00)";
+            return GPUQ_EINVAL;
+        }
+        if (ch < 0x20 || ch == 0x7f) {
+            *why = "contains a control character";
+            return GPUQ_EINVAL;
+        }
+    }
+    if (!json_utf8_valid(out, k)) {
+        *why = "is not valid UTF-8";
+        return GPUQ_EINVAL;
+    }
+    return 0;
+}
+
+/* A job id: a positive decimal number as the API writes it (digits only, no
+ * sign, space or leading zero), within 64 bits. */
 static bool parse_id(struct ctx *c, const char *s, uint64_t *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (!*s || *end || errno || v == 0 || s[0] == '-' || s[0] == '+' || strlen(s) > 20) {
-        fail(c, 400, "invalid_field", "id", "id: '%.40s' is not a job id", s);
+    size_t n = strlen(s);
+    bool digits = n > 0 && n <= 20 && s[0] != '0';
+    for (size_t i = 0; digits && i < n; i++)
+        digits = s[i] >= '0' && s[i] <= '9';
+    unsigned long long v = 0;
+    if (digits) {
+        errno = 0;
+        v = strtoull(s, NULL, 10);
+        digits = errno == 0;
+    }
+    if (!digits) {
+        fail(c, 400, "invalid_field", "id",
+             "id: '%.40s' is not a job id (a positive decimal number)", s);
         return false;
     }
     *out = v;
+    return true;
+}
+
+/* Reads query parameter name, decoded strictly into out (size bytes): *val is
+ * out, or NULL if the parameter is absent. False (400 sent, naming it) if it
+ * cannot be decoded or is too long. */
+static bool query_get(struct ctx *c, const char *name, char *out, size_t size, const char **val)
+{
+    const char *raw = http_query(c->req, name);
+    *val = NULL;
+    if (!raw)
+        return true;
+    const char *why;
+    if (routes_decode(raw, strlen(raw), out, size, &why)) {
+        fail(c, 400, "invalid_field", name, "%s: %s", name, why);
+        return false;
+    }
+    *val = out;
     return true;
 }
 
@@ -103,13 +187,24 @@ static bool parse_id(struct ctx *c, const char *s, uint64_t *out)
 static bool query_int(struct ctx *c, const char *name, long long lo, long long hi,
                       long long *out)
 {
-    const char *v = http_query(c->req, name);
+    char buf[32];
+    const char *v;
+    if (!query_get(c, name, buf, sizeof buf, &v))
+        return false;
     if (!v)
         return true;
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (!*v || *end || errno || x < lo || x > hi) {
+    /* Plain decimal: an optional '-' and digits (strtoll alone takes spaces and '+'). */
+    const char *d = v[0] == '-' ? v + 1 : v;
+    bool ok = *d != '\0';
+    for (const char *p = d; ok && *p; p++)
+        ok = *p >= '0' && *p <= '9';
+    long long x = 0;
+    if (ok) {
+        errno = 0;
+        x = strtoll(v, NULL, 10);
+        ok = errno == 0 && x >= lo && x <= hi;
+    }
+    if (!ok) {
         fail(c, 400, "invalid_field", name, "%s: must be an integer in %lld..%lld", name, lo, hi);
         return false;
     }
@@ -161,6 +256,7 @@ struct later {
     struct job_rec job;    /* owned */
     struct admin_answer admin; /* tenant / worker-token adds; its secret wiped at free */
     struct buf body;       /* pre-rendered answer (agent polls) */
+    char worker[SCHED_NAME_MAX]; /* the polling agent's worker_id (its 404) */
 };
 
 static struct later *later_new(struct ctx *c)
@@ -569,7 +665,8 @@ static void get_events(struct ctx *c)
     s->w.fire = sse_fire;
     pthread_mutex_init(&s->lock, NULL);
     atomic_init(&s->refs, 1);
-    tenant_name(c, j.tenant_id, s->tenant, sizeof s->tenant);
+    char name[REC_NAME_MAX];
+    snprintf(s->tenant, sizeof s->tenant, "%s", tenant_name(c, j.tenant_id, name, sizeof name));
     job_rec_free_fields(&j);
     sse_arm_keepalive(s);
     c->resp->status = 200;
@@ -604,7 +701,10 @@ static void list_jobs(struct ctx *c)
     if (c->who.kind == CALLER_TENANT) {
         t = c->who.tenant;
     } else if (c->who.kind == CALLER_ADMIN) {
-        const char *name = http_query(c->req, "tenant");
+        char nbuf[REC_NAME_MAX * 4];
+        const char *name;
+        if (!query_get(c, "tenant", nbuf, sizeof nbuf, &name))
+            return;
         if (!name) {
             fail(c, 400, "missing_field", "tenant", "tenant: the admin must name a tenant");
             return;
@@ -624,7 +724,11 @@ static void list_jobs(struct ctx *c)
         return;
     f.limit = (int)limit;
     f.before_id = (uint64_t)after;
-    const char *state = http_query(c->req, "state");
+    char sbuf[32], cbuf[SCHED_NAME_MAX * 4];
+    const char *state, *cap;
+    if (!query_get(c, "state", sbuf, sizeof sbuf, &state) ||
+        !query_get(c, "capability", cbuf, sizeof cbuf, &cap))
+        return;
     if (state) {
         enum job_state s;
         if (job_state_parse(state, &s)) {
@@ -634,7 +738,6 @@ static void list_jobs(struct ctx *c)
         }
         f.state = s;
     }
-    const char *cap = http_query(c->req, "capability");
     if (cap && strlen(cap) >= SCHED_NAME_MAX) {
         fail(c, 400, "invalid_field", "capability", "capability: too long");
         return;
@@ -857,7 +960,7 @@ static void poll_finish(void *arg, struct http_resp *resp)
         struct ctx c;
         later_ctx(l, resp, &c);
         fail(&c, 404, "not_found", "worker_id", "worker '%.64s' is not registered",
-             http_query(l->req, "worker_id"));
+             l->worker);
     } else if (l->rc) {
         resp->status = 204;
     } else {
@@ -872,8 +975,11 @@ static void poll_finish(void *arg, struct http_resp *resp)
 
 static void agent_assignments(struct ctx *c)
 {
-    const char *worker = http_query(c->req, "worker_id");
+    char wbuf[SCHED_NAME_MAX * 4];
+    const char *worker;
     long long wait = 30;
+    if (!query_get(c, "worker_id", wbuf, sizeof wbuf, &worker))
+        return;
     if (!worker || !*worker || strlen(worker) >= SCHED_NAME_MAX) {
         fail(c, 400, "missing_field", "worker_id", "worker_id: required");
         return;
@@ -881,6 +987,7 @@ static void agent_assignments(struct ctx *c)
     if (!query_int(c, "wait", 0, 60, &wait))
         return;
     struct later *l = later_new(c);
+    snprintf(l->worker, sizeof l->worker, "%s", worker);
     http_defer(c->req, poll_finish, l);
     int rc = head_worker_poll(c->h, worker, clock_mono_ns() + wait * NS_PER_S, poll_answer, l);
     if (rc) { /* not registered: answer was not called */
@@ -938,8 +1045,11 @@ static void complete_finish(void *arg, struct http_resp *resp)
 static void agent_complete(struct ctx *c)
 {
     uint64_t id = c->id;
-    const char *worker = http_query(c->req, "worker_id");
+    char wbuf[SCHED_NAME_MAX * 4];
+    const char *worker;
     long long attempt = 0, load_ms = 0, run_ms = 0;
+    if (!query_get(c, "worker_id", wbuf, sizeof wbuf, &worker))
+        return;
     if (!worker || !*worker || strlen(worker) >= SCHED_NAME_MAX) {
         fail(c, 400, "missing_field", "worker_id", "worker_id: required");
         return;
@@ -1112,7 +1222,7 @@ static bool path_matches(const struct route *r, const struct ctx *c)
         p++;
         size_t n = strcspn(p, "/");
         if (!(p[0] == '{' && p[n - 1] == '}') &&
-            (strncmp(p, c->parts[i], n) != 0 || c->parts[i][n] != '\0'))
+            (c->bad[i] || strncmp(p, c->parts[i], n) != 0 || c->parts[i][n] != '\0'))
             return false;
         p += n;
     }
@@ -1126,6 +1236,10 @@ static bool bind_params(struct ctx *c)
     for (int i = 0; i < c->nparts; i++) {
         p++;
         size_t n = strcspn(p, "/");
+        if (c->bad[i]) { /* both placeholders name a job's or a worker's id */
+            fail(c, 400, "invalid_field", "id", "id: the path segment %s", c->bad[i]);
+            return false;
+        }
         if (!strncmp(p, "{id}", n) && n == 4) {
             if (!parse_id(c, c->parts[i], &c->id))
                 return false;
@@ -1137,16 +1251,27 @@ static bool bind_params(struct ctx *c)
     return true;
 }
 
+/* Splits the raw (still %-escaped) path on '/' and decodes each segment. */
 static bool split_path(struct ctx *c, const char *url)
 {
     if (strlen(url) >= sizeof c->pathbuf)
         return false;
     snprintf(c->pathbuf, sizeof c->pathbuf, "%s", url);
     char *save = NULL;
+    size_t used = 0;
     for (char *p = strtok_r(c->pathbuf, "/", &save); p; p = strtok_r(NULL, "/", &save)) {
         if (c->nparts == MAX_PATH_PARTS)
             return false;
-        c->parts[c->nparts++] = p;
+        char *dec = c->decbuf + used;
+        const char *why = NULL;
+        size_t n = strlen(p);
+        if (routes_decode(p, n, dec, sizeof c->decbuf - used, &why)) {
+            c->bad[c->nparts] = why;
+            c->parts[c->nparts++] = p;
+            continue;
+        }
+        used += strlen(dec) + 1;
+        c->parts[c->nparts++] = dec;
     }
     return true;
 }
@@ -1177,6 +1302,12 @@ static bool find_route(struct ctx *c)
             used = sizeof allow - 1;
     }
     if (!used) {
+        for (int i = 0; i < c->nparts; i++)
+            if (c->bad[i]) {
+                fail(c, 400, "invalid_field", "path", "path: segment %d %s", i + 1,
+                     c->bad[i]);
+                return false;
+            }
         fail(c, 404, "not_found", "path", "no such route");
         return false;
     }
