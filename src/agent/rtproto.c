@@ -134,8 +134,11 @@ int rt_parse(const char *line, size_t len, struct rt_msg *out, char *err, size_t
             goto fail;
         }
         json_t *first = json_array_get(outs, 0);
-        if (!json_is_object(first) ||
-            get_str(first, "path", out->out_path, sizeof out->out_path, 1, err, errlen) ||
+        if (!json_is_object(first)) {
+            snprintf(err, errlen, "result: outputs[0] must be an object");
+            goto fail;
+        }
+        if (get_str(first, "path", out->out_path, sizeof out->out_path, 1, err, errlen) ||
             get_str(first, "content_type", out->content_type, sizeof out->content_type, 0, err,
                     errlen))
             goto fail;

@@ -1,10 +1,13 @@
 /* fuzz_job_parser.c: libFuzzer harness for the client's job submission parser
  * (api/json.c json_parse_job): any bytes must give a job or a named error,
- * never a crash, a leak or an out-of-bounds access. */
+ * never a crash, a leak or an out-of-bounds access; the error renders as
+ * JSON that parses back (a client reads it). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #include "api/json.h"
 #include "head/config.h"
@@ -34,8 +37,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         json_render_job(&b, &job, tenant.name);
         buf_fini(&b);
         job_rec_free_fields(&job);
-    } else if (!err.code || !err.message[0] || err.status < 400 || err.status > 499) {
-        abort();
+    } else {
+        if (!err.code || !err.message[0] || err.status < 400 || err.status > 499)
+            abort();
+        struct buf b;
+        buf_init(&b);
+        json_render_error(&b, &err);
+        json_t *back = json_loadb(b.data, b.len, 0, NULL);
+        if (!back)
+            abort();
+        json_decref(back);
+        buf_fini(&b);
     }
     return 0;
 }

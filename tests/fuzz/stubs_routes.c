@@ -1,0 +1,46 @@
+/* stubs_routes.c: the head operations and HTTP calls api/routes.c links
+ * against but admission never reaches (handlers only). fuzz_routes runs
+ * admission alone, so each of these aborts: reaching one is a harness bug.
+ * Deliberately without the real headers: only the symbols matter here. */
+#include <stdlib.h>
+
+#define UNREACHED(name)                                                                        \
+    void name(void);                                                                           \
+    void name(void)                                                                            \
+    {                                                                                          \
+        abort();                                                                               \
+    }
+
+UNREACHED(head_cancel)
+UNREACHED(head_check_servable)
+UNREACHED(head_complete)
+UNREACHED(head_fail)
+UNREACHED(head_get)
+UNREACHED(head_job_annotate)
+UNREACHED(head_job_copy)
+UNREACHED(head_job_cost)
+UNREACHED(head_jobs_list)
+UNREACHED(head_progress)
+UNREACHED(head_readiness)
+UNREACHED(head_resubmit)
+UNREACHED(head_result_read)
+UNREACHED(head_submit)
+UNREACHED(head_tenant_add)
+UNREACHED(head_tenant_by_name)
+UNREACHED(head_tenant_name)
+UNREACHED(head_tenants_list)
+UNREACHED(head_unwatch)
+UNREACHED(head_watch)
+UNREACHED(head_worker_deregister)
+UNREACHED(head_worker_drain)
+UNREACHED(head_worker_heartbeat)
+UNREACHED(head_worker_poll)
+UNREACHED(head_worker_register)
+UNREACHED(head_worker_token_add)
+UNREACHED(head_workers_list)
+UNREACHED(http_body)
+UNREACHED(http_defer)
+UNREACHED(http_req_hold)
+UNREACHED(http_req_release)
+UNREACHED(http_resume)
+UNREACHED(http_stream_wake)
