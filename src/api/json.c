@@ -66,6 +66,22 @@ size_t json_utf8_seq(const unsigned char *p, size_t n)
     return len;
 }
 
+bool json_job_id(const char *s, uint64_t *out)
+{
+    size_t n = strlen(s);
+    bool digits = n > 0 && n <= 20 && s[0] != '0';
+    for (size_t i = 0; digits && i < n; i++)
+        digits = s[i] >= '0' && s[i] <= '9';
+    if (!digits)
+        return false;
+    errno = 0;
+    unsigned long long v = strtoull(s, NULL, 10);
+    if (errno != 0)
+        return false;
+    *out = v;
+    return true;
+}
+
 bool json_utf8_valid(const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
@@ -832,7 +848,10 @@ static int parse_attempts(json_t *arr, const char *field, struct worker_rec *w,
             api_error_set(err, 400, "invalid_field", f, "%s: {job_id, attempt} expected", f);
             return GPUQ_EINVAL;
         }
-        w->running[w->nrunning].job_id = strtoull(id, NULL, 10);
+        if (!json_job_id(id, &w->running[w->nrunning].job_id)) {
+            api_error_set(err, 400, "invalid_field", f, "%s.job_id: not a job id", f);
+            return GPUQ_EINVAL;
+        }
         w->running[w->nrunning].attempt = (int)attempt;
         w->nrunning++;
     }

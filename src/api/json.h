@@ -68,4 +68,8 @@ void json_put_string(struct buf *out, const char *s);
 size_t json_utf8_seq(const unsigned char *p, size_t n);
 bool json_utf8_valid(const char *s, size_t n);
 
+/* A job id as the API writes it: a positive decimal number (digits only, no
+ * sign, space or leading zero) within 64 bits. False if s is not one. */
+bool json_job_id(const char *s, uint64_t *out);
+
 #endif

@@ -146,22 +146,11 @@ int routes_decode(const char *in, size_t n, char *out, size_t size, const char *
  * sign, space or leading zero), within 64 bits. */
 static bool parse_id(struct ctx *c, const char *s, uint64_t *out)
 {
-    size_t n = strlen(s);
-    bool digits = n > 0 && n <= 20 && s[0] != '0';
-    for (size_t i = 0; digits && i < n; i++)
-        digits = s[i] >= '0' && s[i] <= '9';
-    unsigned long long v = 0;
-    if (digits) {
-        errno = 0;
-        v = strtoull(s, NULL, 10);
-        digits = errno == 0;
-    }
-    if (!digits) {
+    if (!json_job_id(s, out)) {
         fail(c, 400, "invalid_field", "id",
              "id: '%.40s' is not a job id (a positive decimal number)", s);
         return false;
     }
-    *out = v;
     return true;
 }
 

@@ -292,3 +292,13 @@ def test_event_stream_shows_the_jobs_tenant(head):
         ev = read_event(r)
         assert ev["id"] == job["id"] and ev["tenant"] == "acme", ev
         conn.close()
+
+
+def test_heartbeat_running_job_ids_are_strict(head):
+    from gpuq_harness import FakeWorker
+    w = FakeWorker(head, head.add_worker_token(), "gpu-strict").start()
+    for bad in ("abc", "", "-5", "007", "99999999999999999999999"):
+        r = w.c.post("/v1/agent/heartbeat", {"protocol": 1, "worker_id": w.id, "state": "ready",
+                                              "running": [{"job_id": bad, "attempt": 1}]})
+        assert_error(r, 400, "running[0]")
+    assert w.heartbeat(running=[]).status == 200
