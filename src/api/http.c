@@ -77,9 +77,13 @@ struct http_req {
     void *data;            /* the application's (http_req_set_data) */
     void (*data_free)(void *data);
     struct http_resp resp;
-    pthread_mutex_t lock;  /* stream wake-ups */
+    pthread_mutex_t lock;  /* resumes and stream wake-ups */
     bool stream_suspended;
     bool wake_pending;
+    /* A deferred answer suspends the connection only on the handler's second
+     * call (see on_request); under lock: */
+    bool answer_suspended; /* the connection is suspended for its answer */
+    bool answer_ready;     /* http_resume came before that suspension */
 };
 
 static void resp_init(struct http_resp *resp);
@@ -129,7 +133,6 @@ void http_defer(struct http_req *req, void (*finish)(void *arg, struct http_resp
     req->finish = finish;
     req->finish_arg = arg;
     count_suspended(req->srv, 1);
-    MHD_suspend_connection(req->conn);
 }
 
 static void run_finish(struct http_req *req)
@@ -149,7 +152,15 @@ struct http_resp *http_req_resp(struct http_req *req)
 void http_resume(struct http_req *req)
 {
     struct http_server *srv = req->srv; /* req may be gone once resumed */
-    MHD_resume_connection(req->conn);
+    http_req_hold(req);
+    pthread_mutex_lock(&req->lock);
+    req->answer_ready = true; /* the handler's next call answers */
+    if (req->answer_suspended) {
+        req->answer_suspended = false;
+        MHD_resume_connection(req->conn);
+    }
+    pthread_mutex_unlock(&req->lock);
+    http_req_release(req);
     count_suspended(srv, -1);
 }
 
@@ -549,7 +560,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     if (req->too_large)
         return send_too_large(req);
-    if (req->handled) { /* resumed: the deferred answer is ready */
+    if (req->handled) {
+        /* A deferred answer. Suspending in the call that ran the handler would
+         * leave MHD's event-loop state at "read" (it is not updated for a
+         * suspended connection), so on resume MHD would read first — and a
+         * client that half-closed after a complete request would have its
+         * connection closed, unanswered. So that call returns with no answer;
+         * MHD marks the connection as waiting on the application and calls
+         * again on its next loop turn: here, where suspending is safe. */
+        pthread_mutex_lock(&req->lock);
+        if (!req->answer_ready) {
+            req->answer_suspended = true;
+            MHD_suspend_connection(conn);
+            pthread_mutex_unlock(&req->lock);
+            return MHD_YES;
+        }
+        pthread_mutex_unlock(&req->lock);
         run_finish(req);
         return send_resp(req);
     }

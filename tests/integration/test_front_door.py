@@ -6,6 +6,7 @@ only once route, key and size pass."""
 
 import json
 import socket
+import threading
 import time
 
 import pytest
@@ -74,13 +75,35 @@ def submit_bytes(key, extra=b"", body=JOB, close=True):
 
 def test_half_closed_submits_each_get_their_201(head):
     key = head.add_tenant("acme")
+    answers = [None] * 20
+
+    def submit(i):
+        try:
+            s = connect(head)
+            hdr = submit_bytes(key, b"Content-Length: %d\r\n" % len(JOB), body=b"",
+                               close=False)
+            if i % 2:  # headers and body in separate segments
+                s.sendall(hdr)
+                time.sleep(0.005)
+                s.sendall(JOB)
+            else:
+                s.sendall(hdr + JOB)
+            s.shutdown(socket.SHUT_WR)  # legal: the request is complete
+            answers[i] = read_all(s)
+            s.close()
+        except OSError as e:
+            answers[i] = repr(e).encode()
+
+    # Concurrently, as a client pool would: answers come after group commits.
+    threads = [threading.Thread(target=submit, args=(i,)) for i in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30 * SLOW)
     ids = []
-    for _ in range(20):
-        s = connect(head)
-        s.sendall(submit_bytes(key, b"Content-Length: %d\r\n" % len(JOB), close=False))
-        s.shutdown(socket.SHUT_WR)  # legal: the request is complete
-        status, headers, body = parse_one(read_all(s))
-        s.close()
+    for raw in answers:
+        assert raw, "a complete request, half-closed, got no answer"
+        status, _, body = parse_one(raw)
         assert status == 201, body
         ids.append(json.loads(body)["id"])
     assert len(set(ids)) == 20
