@@ -83,7 +83,7 @@ struct http_req {
     /* A deferred answer suspends the connection only on the handler's second
      * call (see on_request); under lock: */
     bool answer_suspended; /* the connection is suspended for its answer */
-    bool answer_ready;     /* http_resume came before that suspension */
+    bool answer_ready;     /* http_resume was called: the next call answers */
 };
 
 static void resp_init(struct http_resp *resp);
@@ -396,13 +396,22 @@ static void *watchdog_main(void *arg)
     pthread_mutex_lock(&srv->wlock);
     while (!srv->watchdog_stop) {
         int64_t now = clock_mono_ns();
+        int headers = 0, body = 0, idle = 0; /* one log line a pass, not one a client */
         for (struct conn_watch *w = srv->watched; w; w = w->next) {
             if (w->dropped || !w->deadline_ns || w->deadline_ns > now || w->fd < 0)
                 continue;
             w->dropped = true;
             shutdown(w->fd, SHUT_RDWR);
-            log_info(MOD, "dropped a client still sending its %s at the deadline", w->waiting);
+            if (!strcmp(w->waiting, "headers"))
+                headers++;
+            else if (!strcmp(w->waiting, "body"))
+                body++;
+            else
+                idle++;
         }
+        if (headers + body + idle)
+            log_info(MOD, "dropped slow clients at their deadline: %d sending headers, %d a body, "
+                     "%d no next request", headers, body, idle);
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 100 * 1000000L;

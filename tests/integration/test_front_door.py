@@ -136,7 +136,7 @@ def test_header_trickler_is_dropped_at_the_header_deadline(head_factory):
     took = closed_at - t0
     assert 1.8 <= took <= 2 + 3 * SLOW, took
     assert sent >= 4  # it never went idle: only the deadline could drop it
-    assert "dropped a client still sending its headers" in head.tail()
+    assert "dropped slow clients at their deadline: 1 sending headers" in head.tail()
 
 
 def test_body_trickler_is_dropped_at_the_body_deadline(head_factory):
