@@ -271,6 +271,18 @@ static void stream_free(void *cls)
     free(st);
 }
 
+/* Whether the client has shut its sending side with nothing left unread: a
+ * deferred answer then closes the connection. (MHD, which was not reading
+ * while the answer was prepared, may have let that end-of-stream edge pass
+ * and would otherwise keep the connection until the idle timeout.) */
+static bool peer_done_sending(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    char c;
+    return ci && recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
 static enum MHD_Result send_resp(struct http_req *req)
 {
     struct MHD_Connection *conn = req->conn;
@@ -297,6 +309,8 @@ static enum MHD_Result send_resp(struct http_req *req)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, resp->content_type);
     for (int i = 0; i < resp->nheaders; i++)
         MHD_add_response_header(r, resp->header_names[i], resp->header_values[i]);
+    if (req->deferred && peer_done_sending(conn))
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)resp->status, r);
     MHD_destroy_response(r);
     return ret;
