@@ -1,5 +1,6 @@
 /* http.c: libmicrohttpd glue (see http.h): an epoll thread pool with
- * suspend/resume for deferred answers and waiting streams. */
+ * suspend/resume for deferred answers and waiting streams, a watchdog that
+ * holds slow clients to their header and body deadlines, and strict framing. */
 #include "api/http.h"
 
 #include <arpa/inet.h>
@@ -13,14 +14,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 
 #include "common/alloc.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
 
 #define MOD "http"
+
+/* One open connection as the watchdog sees it. Invariant: on the server's
+ * watch list from MHD's "started" notice to its "closed" one, which MHD gives
+ * before it closes fd — so the watchdog, under the list's lock, only ever
+ * shuts down a socket that is still this connection's. deadline_ns = 0: none
+ * (a request being handled or answered; the idle timeout still applies). */
+struct conn_watch {
+    int fd;
+    int64_t deadline_ns;
+    const char *waiting;  /* "headers" or "body", for the log */
+    bool dropped;
+    struct conn_watch *prev, *next;
+};
 
 struct http_server {
     struct MHD_Daemon *mhd;
@@ -32,6 +48,13 @@ struct http_server {
     atomic_bool stopping;
     pthread_mutex_t lock;
     pthread_cond_t idle;
+    /* The watchdog: watch list, its thread, and its stop signal. */
+    pthread_mutex_t wlock;
+    pthread_cond_t wcond;
+    struct conn_watch *watched;
+    pthread_t watchdog;
+    bool watchdog_started;
+    bool watchdog_stop;
 };
 
 /* Per-request state, from the first call of the access handler until MHD is
@@ -54,9 +77,13 @@ struct http_req {
     void *data;            /* the application's (http_req_set_data) */
     void (*data_free)(void *data);
     struct http_resp resp;
-    pthread_mutex_t lock;  /* stream wake-ups */
+    pthread_mutex_t lock;  /* resumes and stream wake-ups */
     bool stream_suspended;
     bool wake_pending;
+    /* A deferred answer suspends the connection only on the handler's second
+     * call (see on_request); under lock: */
+    bool answer_suspended; /* the connection is suspended for its answer */
+    bool answer_ready;     /* http_resume was called: the next call answers */
 };
 
 static void resp_init(struct http_resp *resp);
@@ -106,7 +133,6 @@ void http_defer(struct http_req *req, void (*finish)(void *arg, struct http_resp
     req->finish = finish;
     req->finish_arg = arg;
     count_suspended(req->srv, 1);
-    MHD_suspend_connection(req->conn);
 }
 
 static void run_finish(struct http_req *req)
@@ -126,7 +152,15 @@ struct http_resp *http_req_resp(struct http_req *req)
 void http_resume(struct http_req *req)
 {
     struct http_server *srv = req->srv; /* req may be gone once resumed */
-    MHD_resume_connection(req->conn);
+    http_req_hold(req);
+    pthread_mutex_lock(&req->lock);
+    req->answer_ready = true; /* the handler's next call answers */
+    if (req->answer_suspended) {
+        req->answer_suspended = false;
+        MHD_resume_connection(req->conn);
+    }
+    pthread_mutex_unlock(&req->lock);
+    http_req_release(req);
     count_suspended(srv, -1);
 }
 
@@ -237,6 +271,18 @@ static void stream_free(void *cls)
     free(st);
 }
 
+/* Whether the client has shut its sending side with nothing left unread: a
+ * deferred answer then closes the connection. (MHD, which was not reading
+ * while the answer was prepared, may have let that end-of-stream edge pass
+ * and would otherwise keep the connection until the idle timeout.) */
+static bool peer_done_sending(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    char c;
+    return ci && recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
 static enum MHD_Result send_resp(struct http_req *req)
 {
     struct MHD_Connection *conn = req->conn;
@@ -263,6 +309,8 @@ static enum MHD_Result send_resp(struct http_req *req)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, resp->content_type);
     for (int i = 0; i < resp->nheaders; i++)
         MHD_add_response_header(r, resp->header_names[i], resp->header_values[i]);
+    if (req->deferred && peer_done_sending(conn))
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)resp->status, r);
     MHD_destroy_response(r);
     return ret;
@@ -294,6 +342,189 @@ static enum MHD_Result send_too_large(struct http_req *req)
     return send_resp(req);
 }
 
+/* Sets the connection's deadline: secs from now (0 = no deadline). */
+static void watch_set(struct http_server *srv, struct MHD_Connection *conn, int secs,
+                      const char *waiting)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    struct conn_watch *w = ci ? ci->socket_context : NULL;
+    if (!w)
+        return;
+    pthread_mutex_lock(&srv->wlock);
+    w->deadline_ns = secs > 0 ? clock_mono_ns() + (int64_t)secs * 1000000000LL : 0;
+    w->waiting = waiting;
+    pthread_mutex_unlock(&srv->wlock);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    struct http_server *srv = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        struct conn_watch *w = xcalloc(1, sizeof *w);
+        w->fd = ci ? ci->connect_fd : -1;
+        w->waiting = "headers";
+        if (srv->opt.header_timeout_s > 0)
+            w->deadline_ns = clock_mono_ns() + (int64_t)srv->opt.header_timeout_s * 1000000000LL;
+        pthread_mutex_lock(&srv->wlock);
+        w->next = srv->watched;
+        if (w->next)
+            w->next->prev = w;
+        srv->watched = w;
+        pthread_mutex_unlock(&srv->wlock);
+        *socket_context = w;
+        return;
+    }
+    struct conn_watch *w = *socket_context;
+    if (!w)
+        return;
+    pthread_mutex_lock(&srv->wlock);
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        srv->watched = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    pthread_mutex_unlock(&srv->wlock);
+    *socket_context = NULL;
+    free(w);
+}
+
+/* The request line is in: its headers are due within header_timeout_s. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    (void)uri;
+    struct http_server *srv = cls;
+    watch_set(srv, conn, srv->opt.header_timeout_s, "headers");
+    return NULL;
+}
+
+/* Every 100 ms: a connection past its deadline has its socket shut down; MHD
+ * then sees the end of it on its own thread and closes it as usual. */
+static void *watchdog_main(void *arg)
+{
+    struct http_server *srv = arg;
+    pthread_mutex_lock(&srv->wlock);
+    while (!srv->watchdog_stop) {
+        int64_t now = clock_mono_ns();
+        int headers = 0, body = 0, idle = 0; /* one log line a pass, not one a client */
+        for (struct conn_watch *w = srv->watched; w; w = w->next) {
+            if (w->dropped || !w->deadline_ns || w->deadline_ns > now || w->fd < 0)
+                continue;
+            w->dropped = true;
+            shutdown(w->fd, SHUT_RDWR);
+            if (!strcmp(w->waiting, "headers"))
+                headers++;
+            else if (!strcmp(w->waiting, "body"))
+                body++;
+            else
+                idle++;
+        }
+        if (headers + body + idle)
+            log_info(MOD, "dropped slow clients at their deadline: %d sending headers, %d a body, "
+                     "%d no next request", headers, body, idle);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&srv->wcond, &srv->wlock, &ts);
+    }
+    pthread_mutex_unlock(&srv->wlock);
+    return NULL;
+}
+
+static enum MHD_Result send_bad_framing(struct http_req *req, const char *field, const char *msg)
+{
+    struct http_resp *resp = &req->resp;
+    resp_fini(resp);
+    resp_init(resp);
+    resp->status = 400;
+    resp->content_type = "application/json";
+    buf_printf(&resp->body,
+               "{\"error\":{\"code\":\"invalid_field\",\"message\":\"%s\",\"field\":\"%s\"}}",
+               msg, field);
+    req->handled = true;
+    return send_resp(req);
+}
+
+struct framing {
+    int ncl;
+    bool cl_invalid;
+    bool cl_differ;
+    uint64_t cl;
+    int nte;
+    bool te_not_chunked;
+};
+
+static bool strict_uint(const char *s, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (!*s)
+        return false;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || v > (UINT64_MAX - 9) / 10)
+            return false;
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    *out = v;
+    return true;
+}
+
+static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                      const char *value)
+{
+    (void)kind;
+    struct framing *f = cls;
+    if (!key || !value)
+        return MHD_YES;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+        uint64_t v;
+        if (!strict_uint(value, &v))
+            f->cl_invalid = true;
+        else if (f->ncl && v != f->cl)
+            f->cl_differ = true;
+        else
+            f->cl = v;
+        f->ncl++;
+    } else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+        f->nte++;
+        if (strcasecmp(value, "chunked"))
+            f->te_not_chunked = true;
+    }
+    return MHD_YES;
+}
+
+/* RFC 9112 §6: the body's length must be unambiguous. False after answering. */
+static bool check_framing(struct http_req *req, enum MHD_Result *ret)
+{
+    struct framing f = {0};
+    MHD_get_connection_values(req->conn, MHD_HEADER_KIND, framing_header, &f);
+    const char *field = NULL, *msg = NULL;
+    if (f.cl_invalid) {
+        field = "Content-Length";
+        msg = "Content-Length: must be a decimal number of bytes";
+    } else if (f.cl_differ) {
+        field = "Content-Length";
+        msg = "Content-Length: given more than once with different values";
+    } else if (f.nte && f.ncl) {
+        field = "Transfer-Encoding";
+        msg = "Transfer-Encoding and Content-Length: send one, not both";
+    } else if (f.nte > 1 || f.te_not_chunked) {
+        field = "Transfer-Encoding";
+        msg = "Transfer-Encoding: only chunked is accepted";
+    }
+    if (!field)
+        return true;
+    *ret = send_bad_framing(req, field, msg);
+    return false;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **con_cls)
@@ -312,6 +543,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         resp_init(&req->resp);
         buf_init(&req->body);
         *con_cls = req;
+        /* The headers are in: the body is due within body_timeout_s. */
+        watch_set(srv, conn, srv->opt.body_timeout_s, "body");
+        enum MHD_Result fret;
+        if (!check_framing(req, &fret))
+            return fret;
         /* Admission (auth, route, limit) before a byte of the body is read. */
         req->limit = srv->opt.admit(srv->opt.app, req, &req->resp);
         if (req->limit < 0) {
@@ -347,11 +583,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     if (req->too_large)
         return send_too_large(req);
-    if (req->handled) { /* resumed: the deferred answer is ready */
+    if (req->handled) {
+        /* A deferred answer. Suspending in the call that ran the handler would
+         * leave MHD's event-loop state at "read" (it is not updated for a
+         * suspended connection), so on resume MHD would read first — and a
+         * client that half-closed after a complete request would have its
+         * connection closed, unanswered. So that call returns with no answer;
+         * MHD marks the connection as waiting on the application and calls
+         * again on its next loop turn: here, where suspending is safe. */
+        pthread_mutex_lock(&req->lock);
+        if (!req->answer_ready) {
+            req->answer_suspended = true;
+            MHD_suspend_connection(conn);
+            pthread_mutex_unlock(&req->lock);
+            return MHD_YES;
+        }
+        pthread_mutex_unlock(&req->lock);
         run_finish(req);
         return send_resp(req);
     }
     req->handled = true;
+    watch_set(srv, conn, 0, NULL); /* the whole request is in */
     srv->opt.handler(srv->opt.app, req, &req->resp);
     if (req->deferred)
         return MHD_YES;
@@ -361,9 +613,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
-    (void)conn;
-    (void)toe;
+    struct http_server *srv = cls;
+    /* Kept alive, the next request line may idle as long as a client may; then
+     * its headers are held to their deadline again (on_uri). */
+    if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && srv->opt.header_timeout_s > 0)
+        watch_set(srv, conn, srv->opt.connection_timeout_s + srv->opt.header_timeout_s,
+                  "next request");
     struct http_req *req = *con_cls;
     if (!req)
         return;
@@ -396,6 +651,15 @@ static size_t keep_escaped(void *cls, struct MHD_Connection *conn, char *s)
 
 static void server_free(struct http_server *srv)
 {
+    if (srv->watchdog_started) {
+        pthread_mutex_lock(&srv->wlock);
+        srv->watchdog_stop = true;
+        pthread_cond_signal(&srv->wcond);
+        pthread_mutex_unlock(&srv->wlock);
+        pthread_join(srv->watchdog, NULL);
+    }
+    pthread_mutex_destroy(&srv->wlock);
+    pthread_cond_destroy(&srv->wcond);
     pthread_mutex_destroy(&srv->lock);
     pthread_cond_destroy(&srv->idle);
     free(srv);
@@ -407,6 +671,8 @@ int http_start(const struct http_options *opt, struct http_server **out, char *e
     srv->opt = *opt;
     pthread_mutex_init(&srv->lock, NULL);
     pthread_cond_init(&srv->idle, NULL);
+    pthread_mutex_init(&srv->wlock, NULL);
+    pthread_cond_init(&srv->wcond, NULL);
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
     socklen_t slen;
@@ -433,6 +699,8 @@ int http_start(const struct http_options *opt, struct http_server **out, char *e
         flags, (uint16_t)opt->port, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, &ss,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)opt->connection_timeout_s,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)opt->max_connections,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)opt->max_connections_per_address,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv, MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(opt->threads > 0 ? opt->threads : 2), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
         (size_t)(64 * 1024), MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_NOTIFY_COMPLETED,
         on_completed, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
@@ -443,6 +711,13 @@ int http_start(const struct http_options *opt, struct http_server **out, char *e
         server_free(srv);
         return GPUQ_EIO;
     }
+    if (pthread_create(&srv->watchdog, NULL, watchdog_main, srv)) {
+        snprintf(err, errlen, "cannot start the connection watchdog");
+        MHD_stop_daemon(srv->mhd);
+        server_free(srv);
+        return GPUQ_EIO;
+    }
+    srv->watchdog_started = true;
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_BIND_PORT);
     srv->port = info ? info->port : opt->port;
     *out = srv;

@@ -6,7 +6,10 @@
  * calls http_resume, from any thread. A streamed body (server-sent events)
  * says HTTP_STREAM_WAIT when it has nothing; its owner calls
  * http_stream_wake when it may. Each request is admitted (http_admit_fn) before
- * its body is read: bodies are bounded per request; idle clients time out. */
+ * its body is read: bodies are bounded per request; idle clients time out,
+ * slow ones are dropped at a deadline, and connections are capped per client
+ * address and in all. Framing the client got wrong (conflicting or invalid
+ * Content-Length, Transfer-Encoding other than chunked) is one clean 400. */
 #ifndef GPUQ_API_HTTP_H
 #define GPUQ_API_HTTP_H
 
@@ -58,7 +61,14 @@ struct http_options {
     int port;                  /* 0 = any free port */
     int threads;               /* event-loop threads */
     int max_connections;
-    int connection_timeout_s;
+    int max_connections_per_address; /* 0 = no cap */
+    int connection_timeout_s;  /* idle time allowed */
+    /* Deadlines, however steadily a client trickles bytes: the request line
+     * and headers within header_timeout_s (counted from the accept, or from the
+     * request line on a kept-alive connection), the whole body within
+     * body_timeout_s of the headers. A client past one is dropped. 0 = none. */
+    int header_timeout_s;
+    int body_timeout_s;
     http_admit_fn admit;
     http_handler_fn handler;
     void *app;

@@ -56,6 +56,9 @@ void config_defaults(struct head_config *cfg)
     cfg->max_connections = 1024;
     cfg->http_threads = 2;
     cfg->connection_timeout_s = 30;
+    cfg->max_connections_per_address = 64;
+    cfg->header_timeout_s = 10;
+    cfg->body_timeout_s = 60;
     cfg->max_body_bytes = 65536;
     cfg->synchronous_full = 1;
     lc_policy_defaults(&cfg->lifecycle);
@@ -179,6 +182,12 @@ static int on_setting(void *arg, const char *section, const char *key, const cha
             SET_INT(cfg->http_threads, 1, 64);
         if (!strcmp(key, "connection_timeout_s"))
             SET_INT(cfg->connection_timeout_s, 1, 3600);
+        if (!strcmp(key, "max_connections_per_address"))
+            SET_INT(cfg->max_connections_per_address, 0, 100000);
+        if (!strcmp(key, "header_timeout_s"))
+            SET_INT(cfg->header_timeout_s, 1, 3600);
+        if (!strcmp(key, "body_timeout_s"))
+            SET_INT(cfg->body_timeout_s, 1, 86400);
         if (!strcmp(key, "max_body_bytes"))
             SET_INT(cfg->max_body_bytes, 1024, 16 << 20);
     } else if (!strcmp(section, "store")) {

@@ -25,6 +25,9 @@ struct head_config {
     int max_connections;         /* max concurrent connections; default 1024 */
     int http_threads;            /* event-loop threads serving them; default 2 */
     int connection_timeout_s;    /* idle client timeout; default 30 */
+    int max_connections_per_address; /* from one client address; default 64, 0 = no cap */
+    int header_timeout_s;        /* request line and headers due within; default 10 */
+    int body_timeout_s;          /* whole body due within, after the headers; default 60 */
     int64_t max_body_bytes;      /* JSON request bodies; default 65536 */
     /* [store] */
     int synchronous_full;        /* 1 = FULL (default), 0 = NORMAL (not durable on power loss) */
