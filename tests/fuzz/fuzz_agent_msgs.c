@@ -11,18 +11,8 @@
 
 #include <jansson.h>
 
+#include "fuzz.h"
 #include "api/json.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                            \
-    do {                                                                                       \
-        if (!(cond))                                                                           \
-            abort();                                                                           \
-    } while (0)
-
-/* A fixed-size string field is NUL-terminated inside its array. */
-#define TERMINATED(arr) CHECK(memchr((arr), '\0', sizeof(arr)) != NULL)
 
 static int is_name_char(char ch)
 {

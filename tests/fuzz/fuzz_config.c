@@ -12,19 +12,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "fuzz.h"
 #include "agent/config.h"
 #include "common/ini.h"
 #include "head/config.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                            \
-    do {                                                                                       \
-        if (!(cond))                                                                           \
-            abort();                                                                           \
-    } while (0)
-
-#define TERMINATED(arr) CHECK(memchr((arr), '\0', sizeof(arr)) != NULL)
 
 static int is_blank(char c)
 {

@@ -9,11 +9,10 @@
 
 #include <jansson.h>
 
+#include "fuzz.h"
 #include "api/json.h"
 #include "head/config.h"
 #include "store/store.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

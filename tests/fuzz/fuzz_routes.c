@@ -13,17 +13,10 @@
 
 #include <jansson.h>
 
+#include "fuzz.h"
 #include "api/http.h"
 #include "api/routes.h"
 #include "head/head.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                            \
-    do {                                                                                       \
-        if (!(cond))                                                                           \
-            abort();                                                                           \
-    } while (0)
 
 /* The fake request the fake HTTP accessors below read. */
 struct http_req {

@@ -7,17 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "agent/rtproto.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                            \
-    do {                                                                                       \
-        if (!(cond))                                                                           \
-            abort();                                                                           \
-    } while (0)
-
-#define TERMINATED(arr) CHECK(memchr((arr), '\0', sizeof(arr)) != NULL)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
