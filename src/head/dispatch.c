@@ -431,13 +431,14 @@ static struct breaker *breaker_of(struct dispatcher *d, const char *worker_id)
     return b;
 }
 
-/* Logs a breaker's transition as one JSON line and publishes it. */
+/* Logs a breaker's transition as one JSON line, then publishes it. */
 static void breaker_event(struct dispatcher *d, const char *worker_id, const struct breaker *b,
                           enum breaker_event ev)
 {
-    registry_set_breaker(d->h->registry, worker_id, b);
-    if (ev == BREAKER_EV_NONE)
+    if (ev == BREAKER_EV_NONE) {
+        registry_set_breaker(d->h->registry, worker_id, b);
         return;
+    }
     static const char *const names[] = {"", "quarantine", "probe", "recovered"};
     struct buf line;
     buf_init(&line);
@@ -450,8 +451,9 @@ static void breaker_event(struct dispatcher *d, const char *worker_id, const str
             buf_append(&line, c, 1);
     }
     buf_puts(&line, "\"}");
-    log_json(line.data);
+    log_json(line.data); /* announced before anyone can see the new state */
     buf_fini(&line);
+    registry_set_breaker(d->h->registry, worker_id, b);
 }
 
 static void refresh_worker(struct dispatcher *d, const char *id, int64_t now)
