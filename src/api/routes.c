@@ -1017,18 +1017,25 @@ static void agent_progress(struct ctx *c)
     reply_json(c, 200);
 }
 
-static void complete_finish(void *arg, struct http_resp *resp)
+/* The answer to a fenced agent call once the head is done: 200 with the
+ * operation's flag under its name, or the fenced error. */
+static void fenced_finish(struct later *l, struct http_resp *resp, const char *flag_name)
 {
-    struct later *l = arg;
     struct ctx c;
     later_ctx(l, resp, &c);
     if (l->rc) {
         fenced_error(&c, l->rc, l->id);
     } else {
-        buf_printf(&resp->body, "{\"ok\":true,\"duplicate\":%s}", l->flag ? "true" : "false");
+        buf_printf(&resp->body, "{\"ok\":true,\"%s\":%s}", flag_name,
+                   l->flag ? "true" : "false");
         reply_json(&c, 200);
     }
     later_free(l);
+}
+
+static void complete_finish(void *arg, struct http_resp *resp)
+{
+    fenced_finish(arg, resp, "duplicate");
 }
 
 static void agent_complete(struct ctx *c)
@@ -1067,16 +1074,7 @@ static void agent_complete(struct ctx *c)
 
 static void fail_finish(void *arg, struct http_resp *resp)
 {
-    struct later *l = arg;
-    struct ctx c;
-    later_ctx(l, resp, &c);
-    if (l->rc) {
-        fenced_error(&c, l->rc, l->id);
-    } else {
-        buf_printf(&resp->body, "{\"ok\":true,\"retried\":%s}", l->flag ? "true" : "false");
-        reply_json(&c, 200);
-    }
-    later_free(l);
+    fenced_finish(arg, resp, "retried");
 }
 
 static void agent_fail(struct ctx *c)
