@@ -82,7 +82,8 @@ void config_defaults(struct head_config *cfg)
     add_cap(cfg, "bg-remove", "bg-remove");
 }
 
-#define SET_INT(field, lo, hi)                                                                 \
+/* An integer setting in lo..hi, stored times scale. */
+#define SET_INT_SCALED(field, lo, hi, scale)                                                   \
     do {                                                                                       \
         long long v_;                                                                          \
         if (ini_int(value, lo, hi, &v_)) {                                                     \
@@ -90,22 +91,13 @@ void config_defaults(struct head_config *cfg)
                      (long long)(lo), (long long)(hi));                                        \
             return 1;                                                                          \
         }                                                                                      \
-        field = v_;                                                                            \
+        field = (int64_t)v_ * (scale);                                                         \
         return 0;                                                                              \
     } while (0)
 
+#define SET_INT(field, lo, hi) SET_INT_SCALED(field, lo, hi, 1)
 /* A setting in milliseconds kept in nanoseconds. */
-#define SET_INT_NS(field, lo, hi)                                                              \
-    do {                                                                                       \
-        long long v_;                                                                          \
-        if (ini_int(value, lo, hi, &v_)) {                                                     \
-            snprintf(err, errlen, "%s.%s: must be an integer in %lld..%lld", section, key,     \
-                     (long long)(lo), (long long)(hi));                                        \
-            return 1;                                                                          \
-        }                                                                                      \
-        field = (int64_t)v_ * 1000000;                                                         \
-        return 0;                                                                              \
-    } while (0)
+#define SET_INT_NS(field, lo, hi) SET_INT_SCALED(field, lo, hi, 1000000)
 
 /* A setting that is one of two words: the first sets field to 1, the second to 0. */
 #define SET_CHOICE(field, yes, no)                                                             \
