@@ -378,6 +378,18 @@ static void serve_pollers(struct dispatcher *d, int64_t now)
     }
 }
 
+/* Appends a core-written reason inside a JSON string of a log line: quotes
+ * and backslashes escaped, control characters left out. */
+static void put_reason(struct buf *b, const char *reason)
+{
+    for (const char *c = reason; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            buf_printf(b, "\\%c", *c);
+        else if ((unsigned char)*c >= 0x20)
+            buf_append(b, c, 1);
+    }
+}
+
 static void on_placed(uint64_t job_id, const char *worker_id, const struct sched_explain *why,
                       void *arg)
 {
@@ -386,12 +398,7 @@ static void on_placed(uint64_t job_id, const char *worker_id, const struct sched
     buf_init(&b);
     buf_printf(&b, "{\"event\":\"placement\",\"job\":\"%llu\",\"worker\":\"%s\",\"reason\":\"",
                (unsigned long long)job_id, worker_id);
-    for (const char *c = why->reason; *c; c++) {
-        if (*c == '"' || *c == '\\')
-            buf_printf(&b, "\\%c", *c);
-        else if ((unsigned char)*c >= 0x20)
-            buf_append(&b, c, 1);
-    }
+    put_reason(&b, why->reason);
     buf_printf(&b, "\",\"scored\":%d,\"candidates\":[", why->ncandidates);
     for (int i = 0; i < why->nkept; i++) {
         const struct sched_candidate *c = &why->cand[i];
@@ -444,12 +451,7 @@ static void breaker_event(struct dispatcher *d, const char *worker_id, const str
     buf_init(&line);
     buf_printf(&line, "{\"event\":\"%s\",\"worker\":\"%s\",\"trips\":%lld,\"reason\":\"",
                names[ev], worker_id, (long long)b->trips);
-    for (const char *c = b->reason; *c; c++) {
-        if (*c == '"' || *c == '\\')
-            buf_printf(&line, "\\%c", *c);
-        else if ((unsigned char)*c >= 0x20)
-            buf_append(&line, c, 1);
-    }
+    put_reason(&line, b->reason);
     buf_puts(&line, "\"}");
     log_json(line.data); /* announced before anyone can see the new state */
     buf_fini(&line);
