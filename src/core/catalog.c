@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/err.h"
 #include "common/hashmap.h"
 #include "core/sched.h"
 
@@ -103,6 +104,27 @@ bool catalog_serves(const struct catalog *c, const char *cap, const char *model)
     char key[2 * SCHED_NAME_MAX];
     size_t klen = pair_key(key, cap, model);
     return hashmap_get(&c->by_pair, key, klen) != NULL;
+}
+
+bool catalog_why_unserved(const struct catalog *c, const char *cap, const char *model, char *why,
+                          size_t size)
+{
+    if (catalog_serves(c, cap, model))
+        return false;
+    if (c->n == 0)
+        snprintf(why, size, "no worker has registered yet");
+    else
+        snprintf(why, size, "no worker serves model %s for %s", model, cap);
+    return true;
+}
+
+int catalog_admit(const struct catalog *c, const char *cap, const char *model,
+                  bool allow_unserved, char *msg, size_t size)
+{
+    if (c->n == 0 || allow_unserved || catalog_serves(c, cap, model))
+        return 0;
+    snprintf(msg, size, "model: no worker serves model %s for %s", model, cap);
+    return GPUQ_ENOENT;
 }
 
 int catalog_list(const struct catalog *c, void (*fn)(const char *cap, const char *model, void *arg),

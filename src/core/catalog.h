@@ -9,6 +9,7 @@
 #define GPUQ_CORE_CATALOG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 struct catalog;
 
@@ -20,6 +21,16 @@ void catalog_destroy(struct catalog *c);
 bool catalog_add(struct catalog *c, const char *cap, const char *model);
 bool catalog_serves(const struct catalog *c, const char *cap, const char *model);
 bool catalog_has_cap(const struct catalog *c, const char *cap);
+/* catalog_why_unserved: false when some worker served (cap, model); else true
+ * with why the job cannot run ("no worker has registered yet" while the
+ * catalog is empty, else "no worker serves model M for C"). */
+bool catalog_why_unserved(const struct catalog *c, const char *cap, const char *model, char *why,
+                          size_t size);
+/* catalog_admit: the submit rule — 0 when the pair is served, when no worker
+ * ever registered (nothing is known yet), or when allow_unserved; else
+ * GPUQ_ENOENT with msg naming the field ("model: no worker serves …"). */
+int catalog_admit(const struct catalog *c, const char *cap, const char *model,
+                  bool allow_unserved, char *msg, size_t size);
 /* catalog_list: calls fn for each pair with a model, in the order added;
  * returns how many. */
 int catalog_list(const struct catalog *c, void (*fn)(const char *cap, const char *model, void *arg),

@@ -697,7 +697,6 @@ static void learn_served(struct head *h, const struct worker_rec *w)
         for (int m = 0; m < w->nmodels; m++) {
             if (!catalog_add(h->catalog, w->caps[c], w->models[m].name))
                 continue;
-            h->catalog_pairs++;
             struct served_op *o = xcalloc(1, sizeof *o);
             o->op.apply = served_apply;
             o->op.done = served_done;
@@ -713,28 +712,18 @@ bool head_served_reason(struct head *h, const char *cap, const char *model, char
                         size_t size)
 {
     pthread_mutex_lock(&h->catalog_lock);
-    bool empty = h->catalog_pairs == 0;
-    bool served = catalog_serves(h->catalog, cap, model);
+    bool unserved = catalog_why_unserved(h->catalog, cap, model, why, size);
     pthread_mutex_unlock(&h->catalog_lock);
-    if (served)
-        return false;
-    if (empty)
-        snprintf(why, size, "no worker has registered yet");
-    else
-        snprintf(why, size, "no worker serves model %s for %s", model, cap);
-    return true;
+    return unserved;
 }
 
 int head_check_servable(struct head *h, const char *cap, const char *model, char *msg,
                         size_t size)
 {
     pthread_mutex_lock(&h->catalog_lock);
-    bool ok = h->catalog_pairs == 0 || catalog_serves(h->catalog, cap, model);
+    int rc = catalog_admit(h->catalog, cap, model, h->cfg.allow_unserved, msg, size);
     pthread_mutex_unlock(&h->catalog_lock);
-    if (ok || h->cfg.allow_unserved)
-        return 0;
-    snprintf(msg, size, "model: no worker serves model %s for %s", model, cap);
-    return GPUQ_ENOENT;
+    return rc;
 }
 
 void head_worker_register(struct head *h, const struct worker_rec *w)
@@ -845,8 +834,7 @@ static void recover_job(void *arg, struct job_rec *rec)
 static void recover_served(void *arg, const char *cap, const char *model)
 {
     struct head *h = arg;
-    if (catalog_add(h->catalog, cap, model))
-        h->catalog_pairs++;
+    catalog_add(h->catalog, cap, model);
 }
 
 int head_recover(struct head *h)

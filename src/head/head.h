@@ -33,10 +33,9 @@ struct head {
     struct dispatcher *disp;
     struct http_server *http;
     struct timers *timers;
-    /* (capability, model) pairs workers declared, persisted; catalog_lock guards both. */
+    /* (capability, model) pairs workers declared, persisted; guarded by catalog_lock. */
     pthread_mutex_t catalog_lock;
     struct catalog *catalog;
-    int catalog_pairs;
     char admin_hash[TOKEN_HASH_HEX];
     atomic_bool ready;
     atomic_bool stopping;

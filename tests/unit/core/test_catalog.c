@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/err.h"
 #include "core/catalog.h"
 
 struct seen {
@@ -83,11 +84,33 @@ static void test_long_names_cut(void **state)
     catalog_destroy(c);
 }
 
+/* The submit rule and the waiting reason. */
+static void test_admit_and_why(void **state)
+{
+    (void)state;
+    struct catalog *c = catalog_create();
+    char msg[160];
+    /* Nothing known yet: admitted, waiting until a worker registers. */
+    assert_int_equal(catalog_admit(c, "image.fast", "video", false, msg, sizeof msg), 0);
+    assert_true(catalog_why_unserved(c, "image.fast", "video", msg, sizeof msg));
+    assert_string_equal(msg, "no worker has registered yet");
+    catalog_add(c, "image.fast", "image-v2");
+    assert_int_equal(catalog_admit(c, "image.fast", "image-v2", false, msg, sizeof msg), 0);
+    assert_false(catalog_why_unserved(c, "image.fast", "image-v2", msg, sizeof msg));
+    assert_int_equal(catalog_admit(c, "image.fast", "video", false, msg, sizeof msg), GPUQ_ENOENT);
+    assert_string_equal(msg, "model: no worker serves model video for image.fast");
+    assert_int_equal(catalog_admit(c, "image.fast", "video", true, msg, sizeof msg), 0);
+    assert_true(catalog_why_unserved(c, "image.fast", "video", msg, sizeof msg));
+    assert_string_equal(msg, "no worker serves model video for image.fast");
+    catalog_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_add_serves_list),
         cmocka_unit_test(test_long_names_cut),
+        cmocka_unit_test(test_admit_and_why),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
