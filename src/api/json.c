@@ -336,11 +336,109 @@ static const char *const job_keys[] = {"capability",      "model",    "params", 
                                        "idempotency_key", NULL};
 static const char *const param_keys[] = {"prompt", "negative_prompt", "width", "height",
                                          "steps",  "frames",          "seed",  "guidance",
-                                         "fault",  "sim_ms",          NULL};
+                                         "fault",  "sim_ms",          "extra",
+                                         "inputs", NULL};
 static const char *const faults[] = {"oom", "crash", "hang", "solid", "bad_input", "cuda", NULL};
 
+/* The depth of v: 0 for a scalar, 1 + its deepest member for an array or
+ * object (the parser bounds nesting, so the recursion is bounded too). */
+static int json_depth(json_t *v)
+{
+    int d = 0;
+    size_t i;
+    const char *k;
+    json_t *m;
+    if (json_is_object(v)) {
+        json_object_foreach(v, k, m) {
+            int md = json_depth(m);
+            d = md > d ? md : d;
+        }
+        return d + 1;
+    }
+    if (json_is_array(v)) {
+        json_array_foreach(v, i, m) {
+            int md = json_depth(m);
+            d = md > d ? md : d;
+        }
+        return d + 1;
+    }
+    return 0;
+}
+
+/* params.extra: any JSON object for the runtime, never interpreted here;
+ * bounded in depth (PARAMS_EXTRA_DEPTH) and serialized size (max_bytes). */
+static int check_extra(json_t *extra, int max_bytes, json_t *norm, struct api_error *err)
+{
+    if (!extra || json_is_null(extra))
+        return 0;
+    if (!json_is_object(extra)) {
+        api_error_set(err, 400, "invalid_field", "params.extra",
+                      "params.extra: must be an object");
+        return GPUQ_EINVAL;
+    }
+    if (json_depth(extra) > PARAMS_EXTRA_DEPTH) {
+        api_error_set(err, 400, "invalid_field", "params.extra",
+                      "params.extra: nested deeper than %d", PARAMS_EXTRA_DEPTH);
+        return GPUQ_EINVAL;
+    }
+    size_t n = json_dumpb(extra, NULL, 0, JSON_COMPACT | JSON_SORT_KEYS);
+    if (n == 0 || n > (size_t)max_bytes) {
+        api_error_set(err, 400, "invalid_field", "params.extra",
+                      "params.extra: %zu bytes serialized, more than the %d allowed "
+                      "([jobs] max_extra_bytes)", n, max_bytes);
+        return GPUQ_EINVAL;
+    }
+    json_object_set(norm, "extra", extra);
+    return 0;
+}
+
+bool json_input_id(const char *s)
+{
+    if (strncmp(s, "in_", 3) != 0 || strlen(s) != 3 + INPUT_ID_HEX)
+        return false;
+    for (const char *p = s + 3; *p; p++)
+        if (!isdigit((unsigned char)*p) && !(*p >= 'a' && *p <= 'f'))
+            return false;
+    return true;
+}
+
+/* params.inputs: {"NAME": "in_…"} — uploads (POST /v1/inputs) the runtime gets
+ * as local files; who owns them is checked by the caller (inputs_check). */
+static int check_inputs(json_t *inputs, json_t *norm, struct api_error *err)
+{
+    if (!inputs || json_is_null(inputs))
+        return 0;
+    if (!json_is_object(inputs) || json_object_size(inputs) == 0 ||
+        json_object_size(inputs) > PARAMS_MAX_INPUTS) {
+        api_error_set(err, 400, "invalid_field", "params.inputs",
+                      "params.inputs: must be an object of 1..%d NAME: upload id pairs",
+                      PARAMS_MAX_INPUTS);
+        return GPUQ_EINVAL;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(inputs, k, v) {
+        char field[64];
+        snprintf(field, sizeof field, "params.inputs.%.32s", k);
+        if (!is_name(k, 32, false)) {
+            api_error_set(err, 400, "invalid_field", field,
+                          "%s: an input name is 1..32 of a-z 0-9 . _ -", field);
+            return GPUQ_EINVAL;
+        }
+        if (!json_is_string(v) || !json_input_id(json_string_value(v))) {
+            api_error_set(err, 400, "invalid_field", field,
+                          "%s: must be an upload id (in_ and %d hex digits, from POST /v1/inputs)",
+                          field, INPUT_ID_HEX);
+            return GPUQ_EINVAL;
+        }
+    }
+    json_object_set(norm, "inputs", inputs);
+    return 0;
+}
+
 /* Validates params and builds their normalized form (defaults filled, keys sorted). */
-static json_t *normalize_params(json_t *params, struct job_rec *out, struct api_error *err)
+static json_t *normalize_params(json_t *params, const struct head_config *cfg,
+                                struct job_rec *out, struct api_error *err)
 {
     if (params && !json_is_object(params)) {
         api_error_set(err, 400, "invalid_field", "params", "params: must be an object");
@@ -379,6 +477,9 @@ static json_t *normalize_params(json_t *params, struct job_rec *out, struct api_
                       "%s: must be a multiple of 8", w % 8 ? "params.width" : "params.height");
         goto fail;
     }
+    if (check_extra(json_object_get(params, "extra"), cfg->max_extra_bytes, norm, err) ||
+        check_inputs(json_object_get(params, "inputs"), norm, err))
+        goto fail;
     int rc = get_string(params, "fault", "params.fault", 16, &s, err);
     if (rc < 0)
         goto fail;
@@ -506,7 +607,7 @@ int json_parse_job(const char *body, size_t len, const struct head_config *cfg,
     long long timeout_s = 0;
     if (get_int(root, "timeout_s", "timeout_s", 1, 7 * 86400, &timeout_s, err) < 0)
         goto out;
-    params = normalize_params(json_object_get(root, "params"), out, err);
+    params = normalize_params(json_object_get(root, "params"), cfg, out, err);
     if (!params)
         goto out;
 

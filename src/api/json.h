@@ -23,6 +23,14 @@ void api_error_set(struct api_error *e, int status, const char *code, const char
                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 void json_render_error(struct buf *out, const struct api_error *e);
 
+/* params.extra: nesting allowed (the object itself is depth 1). */
+#define PARAMS_EXTRA_DEPTH 8
+/* params.inputs: at most this many named inputs per job. */
+#define PARAMS_MAX_INPUTS 8
+/* An upload id: "in_" and this many lowercase hex digits. */
+#define INPUT_ID_HEX 32
+bool json_input_id(const char *s);
+
 /* A client's POST /v1/jobs body → a normalized job record (tenant, params_json,
  * body_hash, lane, tier, size fields). idem_header: the Idempotency-Key header or NULL. */
 int json_parse_job(const char *body, size_t len, const struct head_config *cfg,

@@ -21,6 +21,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/timer.h"
+#include "head/inputs.h"
 #include "head/ops.h"
 
 #define MOD "api"
@@ -299,6 +300,9 @@ static void submit_finish(void *arg, struct http_resp *resp)
     if (l->rc == GPUQ_ECONFLICT)
         fail(&c, 409, "conflict", "idempotency_key",
              "idempotency_key: already used for a different request");
+    else if (l->rc == GPUQ_ENOENT) /* an input deleted between the check and the commit */
+        fail(&c, 400, "invalid_field", "params.inputs",
+             "params.inputs: an upload it names is gone; upload it again");
     else if (l->rc)
         fail_store(&c, l->rc);
     else {
@@ -324,6 +328,17 @@ static void post_job(struct ctx *c)
     char why[160];
     if (head_check_servable(c->h, rec.capability, rec.model, why, sizeof why)) {
         fail(c, 400, "invalid_field", "model", "%s", why);
+        job_rec_free_fields(&rec);
+        return;
+    }
+    char field[64], msg[256];
+    int irc = inputs_check(c->h, rec.tenant_id, rec.params_json, field, sizeof field, msg,
+                           sizeof msg);
+    if (irc) {
+        if (irc == GPUQ_ENOENT)
+            fail(c, 400, "invalid_field", field, "%s", msg);
+        else
+            fail_store(c, irc);
         job_rec_free_fields(&rec);
         return;
     }
@@ -1112,6 +1127,120 @@ static void agent_deregister(struct ctx *c)
     reply_json(c, 200);
 }
 
+/* ---- inputs (uploads jobs name in params.inputs) ---- */
+
+static void render_input(struct buf *out, const struct input_rec *r)
+{
+    buf_printf(out, "{\"id\":\"%s\",\"bytes\":%lld,\"content_type\":", r->id,
+               (long long)r->bytes);
+    json_put_string(out, r->content_type);
+    buf_printf(out, ",\"sha256\":\"%s\",\"created_ms\":%lld}", r->sha256,
+               (long long)r->created_ms);
+}
+
+/* inputs_done_fn: the answer rendered at once (r is only lent). */
+static void upload_stored(void *arg, int rc, const struct input_rec *r)
+{
+    struct later *l = arg;
+    l->rc = rc;
+    if (!rc)
+        render_input(&l->body, r);
+    http_resume(l->req);
+}
+
+static void upload_finish(void *arg, struct http_resp *resp)
+{
+    struct later *l = arg;
+    struct ctx c;
+    later_ctx(l, resp, &c);
+    if (l->rc) {
+        fail_store(&c, l->rc);
+    } else {
+        buf_append(&resp->body, l->body.data, l->body.len);
+        reply_json(&c, 201);
+    }
+    later_free(l);
+}
+
+/* A media type as sent: a token "type/subtype", parameters allowed, printable ASCII. */
+static bool media_type_ok(const char *t)
+{
+    if (!t || !*t || strlen(t) >= REC_NAME_MAX || !strchr(t, '/'))
+        return false;
+    for (const char *p = t; *p; p++)
+        if (*p < 0x20 || *p > 0x7e)
+            return false;
+    return true;
+}
+
+/* POST /v1/inputs: the body is the file; 201 once it is durable. */
+static void post_input(struct ctx *c)
+{
+    const char *type = http_header(c->req, "Content-Type");
+    if (!type || !*type)
+        type = "application/octet-stream";
+    if (!media_type_ok(type)) {
+        fail(c, 400, "invalid_field", "Content-Type",
+             "Content-Type: a media type (type/subtype) of under %d printable bytes",
+             REC_NAME_MAX);
+        return;
+    }
+    size_t len;
+    const char *body = http_body(c->req, &len);
+    if (len == 0) {
+        fail(c, 400, "missing_field", "body", "body: the file to upload (it is empty)");
+        return;
+    }
+    struct later *l = later_new(c);
+    http_defer(c->req, upload_finish, l);
+    /* The body stays valid while the connection waits for the commit. */
+    inputs_upload(c->h, c->who.tenant.id, type, body, len, upload_stored, l);
+}
+
+/* GET /v1/inputs/{name}: an upload's record, for its tenant only. */
+static void get_input(struct ctx *c)
+{
+    struct input_rec r;
+    int rc = json_input_id(c->param) ? inputs_read(c->h, c->param, &r, NULL, NULL)
+                                     : GPUQ_ENOENT;
+    if (!rc && r.tenant_id != c->who.tenant.id)
+        rc = GPUQ_ENOENT;
+    if (rc == GPUQ_ENOENT) {
+        fail(c, 404, "not_found", "id", "no upload %.40s", c->param);
+        return;
+    }
+    if (rc) {
+        fail_store(c, rc);
+        return;
+    }
+    render_input(&c->resp->body, &r);
+    reply_json(c, 200);
+}
+
+/* GET /v1/agent/inputs/{name}: an upload's bytes, for the agent running a job naming it. */
+static void agent_input(struct ctx *c)
+{
+    struct input_rec r;
+    void *data = NULL;
+    size_t len = 0;
+    int rc = json_input_id(c->param) ? inputs_read(c->h, c->param, &r, &data, &len)
+                                     : GPUQ_ENOENT;
+    if (rc == GPUQ_ENOENT) {
+        fail(c, 404, "not_found", "id", "no upload %.40s", c->param);
+        return;
+    }
+    if (rc) {
+        fail_store(c, rc);
+        return;
+    }
+    buf_reset(&c->resp->body);
+    buf_append(&c->resp->body, data, len);
+    free(data);
+    c->resp->status = 200;
+    c->resp->content_type = "application/octet-stream";
+    http_resp_header(c->resp, "X-Input-Sha256", "%s", r.sha256);
+}
+
 /* ---- health ---- */
 
 static void get_healthz(struct ctx *c)
@@ -1140,8 +1269,9 @@ static void get_readyz(struct ctx *c)
 #define WORKER (1u << CALLER_WORKER)
 
 /* The body a route reads: none (a stray small one is tolerated and ignored),
- * a JSON document (max_body_bytes), or a job's output (max_result_bytes). */
-enum body_kind { BODY_NONE, BODY_JSON, BODY_RESULT };
+ * a JSON document (max_body_bytes), a job's output (max_result_bytes), or an
+ * uploaded input (max_input_bytes). */
+enum body_kind { BODY_NONE, BODY_JSON, BODY_RESULT, BODY_INPUT };
 #define BODY_NONE_LIMIT 1024
 
 /* A route. Invariant: (method, path) pairs are unique; a path segment "{id}"
@@ -1172,6 +1302,9 @@ static const struct route routes[] = {
      "this key cannot use the jobs API"},
     {"POST", "/v1/jobs/{id}/resubmit", resubmit_job, ADMIN, BODY_NONE,
      "re-submitting a job needs the admin key"},
+    {"POST", "/v1/inputs", post_input, TENANT, BODY_INPUT,
+     "inputs are uploaded with a tenant's key"},
+    {"GET", "/v1/inputs/{name}", get_input, TENANT, BODY_NONE, "uploads are read by their tenant"},
     /* admin */
     {"POST", "/v1/tenants", post_tenant, ADMIN, BODY_JSON, "this call needs the admin key"},
     {"GET", "/v1/tenants", list_tenants, ADMIN, BODY_NONE, "this call needs the admin key"},
@@ -1195,6 +1328,8 @@ static const struct route routes[] = {
     {"POST", "/v1/agent/jobs/{id}/complete", agent_complete, WORKER, BODY_RESULT,
      "agent calls need a worker token"},
     {"POST", "/v1/agent/jobs/{id}/fail", agent_fail, WORKER, BODY_JSON,
+     "agent calls need a worker token"},
+    {"GET", "/v1/agent/inputs/{name}", agent_input, WORKER, BODY_NONE,
      "agent calls need a worker token"},
 };
 #define NROUTES (sizeof routes / sizeof routes[0])
@@ -1313,6 +1448,8 @@ static int64_t body_limit(const struct ctx *c)
         return c->who.kind == CALLER_WORKER ? cfg->max_result_bytes : cfg->max_body_bytes;
     case BODY_JSON:
         return c->who.kind == CALLER_NONE ? BODY_NONE_LIMIT : cfg->max_body_bytes;
+    case BODY_INPUT:
+        return c->who.kind == CALLER_TENANT ? cfg->max_input_bytes : cfg->max_body_bytes;
     case BODY_NONE:
     default:
         return BODY_NONE_LIMIT;

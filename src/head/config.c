@@ -66,6 +66,9 @@ void config_defaults(struct head_config *cfg)
     cfg->max_result_bytes = 64LL << 20;
     cfg->result_retention_h = 168;
     cfg->max_wait_s = 60;
+    cfg->max_input_bytes = 32LL << 20;
+    cfg->max_extra_bytes = 16384;
+    cfg->input_unused_s = 86400;
     cfg->heartbeat_ms = 2000;
     cfg->ttl_ms = 15000;
     sched_config_defaults(&cfg->sched);
@@ -196,6 +199,12 @@ static int on_setting(void *arg, const char *section, const char *key, const cha
             SET_INT(cfg->result_retention_h, 1, 24 * 365);
         if (!strcmp(key, "max_wait_s"))
             SET_INT(cfg->max_wait_s, 1, 3600);
+        if (!strcmp(key, "max_input_bytes"))
+            SET_INT(cfg->max_input_bytes, 1024, 1LL << 30);
+        if (!strcmp(key, "max_extra_bytes"))
+            SET_INT(cfg->max_extra_bytes, 256, 1 << 20);
+        if (!strcmp(key, "input_unused_s"))
+            SET_INT(cfg->input_unused_s, 1, 86400 * 365);
     } else if (!strcmp(section, "workers")) {
         if (!strcmp(key, "heartbeat_ms"))
             SET_INT(cfg->heartbeat_ms, 50, 600000);

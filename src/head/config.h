@@ -36,6 +36,9 @@ struct head_config {
     int64_t max_result_bytes;    /* default 64 MiB */
     int result_retention_h;      /* results kept this long after finishing; default 168 */
     int max_wait_s;              /* longest long-poll; default 60 */
+    int64_t max_input_bytes;     /* one uploaded input file (POST /v1/inputs); default 32 MiB */
+    int max_extra_bytes;         /* params.extra serialized; default 16384 */
+    int input_unused_s;          /* an upload no job names is deleted after; default 86400 */
     /* [workers] */
     int heartbeat_ms;            /* default 2000 */
     int ttl_ms;                  /* silent longer than this → removed; default 15000 */

@@ -20,6 +20,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "head/dispatch.h"
+#include "head/inputs.h"
 
 #define MOD "head"
 
@@ -71,6 +72,8 @@ static int job_op_apply(struct store *s, struct commit_op *op)
 {
     struct job_op *o = (struct job_op *)op;
     int rc = o->insert ? s->ops->job_insert(s, &o->rec) : s->ops->job_update(s, &o->rec);
+    if (!rc && o->insert)
+        rc = inputs_link(s, &o->rec);
     if (!rc && o->has_ended)
         rc = s->ops->attempt_put(s, o->rec.id, &o->ended);
     if (!rc && o->result)
@@ -626,6 +629,7 @@ void head_assign_failed(struct head *h, uint64_t job_id, const char *worker, int
 
 void head_tick(struct head *h)
 {
+    inputs_tick(h);
     struct lc_now now = now_lc();
     jobs_lock(h->jobs);
     struct hjob *next_j;

@@ -63,6 +63,18 @@ struct job_rec {
     int nattempts;
 };
 
+/* An uploaded input file (its bytes are kept beside it in the store).
+ * Invariant: id is "in_" + 32 lowercase hex digits; bytes is the data's length. */
+#define REC_INPUT_ID 40
+struct input_rec {
+    char id[REC_INPUT_ID];
+    int64_t tenant_id;
+    char content_type[REC_NAME_MAX];
+    int64_t bytes;
+    char sha256[REC_HASH_HEX];
+    int64_t created_ms;
+};
+
 struct tenant_rec {
     int64_t id;
     char name[REC_NAME_MAX];

@@ -61,6 +61,19 @@ struct store_ops {
     int (*max_job_id)(struct store *s, uint64_t *out);
     /* Drop results of jobs finished before cutoff_ms. */
     int (*prune_results)(struct store *s, int64_t cutoff_ms);
+    /* Inputs (uploads a job names in params.inputs). input_get reads any
+     * thread; data NULL: the record only, else *data (malloc'd) gets the bytes. */
+    int (*input_put)(struct store *s, const struct input_rec *r, const void *data, size_t len);
+    int (*input_get)(struct store *s, const char *id, struct input_rec *out, void **data,
+                     size_t *len);
+    /* Job job_id names upload id (of tenant_id) as input name: GPUQ_ENOENT if the
+     * tenant has no such upload (never uploaded, another tenant's, or deleted). */
+    int (*input_link)(struct store *s, uint64_t job_id, int64_t tenant_id, const char *name,
+                      const char *id);
+    /* Unlinks jobs finished before jobs_cutoff_ms from their inputs, then deletes
+     * uploads made before unused_cutoff_ms that no job names (*deleted: how many). */
+    int (*prune_inputs)(struct store *s, int64_t jobs_cutoff_ms, int64_t unused_cutoff_ms,
+                        int *deleted);
 };
 
 struct store {

@@ -46,6 +46,13 @@ static const char *const migrations[] = {
     " error TEXT NOT NULL, PRIMARY KEY(job_id, n));"
     "CREATE TABLE served(capability TEXT NOT NULL, model TEXT NOT NULL,"
     " PRIMARY KEY(capability, model));",
+    /* 3: uploaded input files (POST /v1/inputs) and which job names which. */
+    "CREATE TABLE inputs(id TEXT PRIMARY KEY, tenant_id INTEGER NOT NULL,"
+    " content_type TEXT NOT NULL, bytes INTEGER NOT NULL, sha256 TEXT NOT NULL,"
+    " data BLOB NOT NULL, created_ms INTEGER NOT NULL);"
+    "CREATE TABLE job_inputs(job_id INTEGER NOT NULL, name TEXT NOT NULL,"
+    " input_id TEXT NOT NULL, PRIMARY KEY(job_id, name));"
+    "CREATE INDEX job_inputs_input ON job_inputs(input_id);",
 };
 
 #define JOB_COLS                                                                              \
@@ -642,6 +649,154 @@ static int sq_prune_results(struct store *s, int64_t cutoff_ms)
     return err;
 }
 
+/* ---- inputs ---- */
+
+/* Runs one write statement on the committer's connection; *changes (if not
+ * NULL) gets the rows it changed. */
+static int write_once(struct store_sqlite *q, const char *sql,
+                      void (*bind)(sqlite3_stmt *st, const void *arg), const void *barg,
+                      int *changes)
+{
+    sqlite3_stmt *st = NULL;
+    int err = map_rc(q->wdb, sqlite3_prepare_v2(q->wdb, sql, -1, &st, NULL), sql);
+    if (!err) {
+        bind(st, barg);
+        err = map_rc(q->wdb, sqlite3_step(st), sql);
+    }
+    sqlite3_finalize(st);
+    if (!err && changes)
+        *changes = sqlite3_changes(q->wdb);
+    return err;
+}
+
+struct input_put_args {
+    const struct input_rec *r;
+    const void *data;
+    size_t len;
+};
+
+static void bind_input_put(sqlite3_stmt *st, const void *arg)
+{
+    const struct input_put_args *a = arg;
+    bind_text(st, 1, a->r->id);
+    sqlite3_bind_int64(st, 2, a->r->tenant_id);
+    bind_text(st, 3, a->r->content_type);
+    sqlite3_bind_int64(st, 4, a->r->bytes);
+    bind_text(st, 5, a->r->sha256);
+    sqlite3_bind_blob64(st, 6, a->data ? a->data : "", a->len, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 7, a->r->created_ms);
+}
+
+static int sq_input_put(struct store *s, const struct input_rec *r, const void *data, size_t len)
+{
+    struct input_put_args a = {r, data, len};
+    return write_once(ss(s),
+                      "INSERT INTO inputs(id, tenant_id, content_type, bytes, sha256, data,"
+                      " created_ms) VALUES (?,?,?,?,?,?,?)",
+                      bind_input_put, &a, NULL);
+}
+
+struct input_get_out {
+    struct input_rec *r;
+    void **data;
+    size_t *len;
+    int found;
+};
+
+static void bind_text1(sqlite3_stmt *st, const void *arg)
+{
+    bind_text(st, 1, arg);
+}
+
+static void input_row(sqlite3_stmt *st, void *arg)
+{
+    struct input_get_out *o = arg;
+    memset(o->r, 0, sizeof *o->r);
+    copy_col(st, 0, o->r->id, sizeof o->r->id);
+    o->r->tenant_id = sqlite3_column_int64(st, 1);
+    copy_col(st, 2, o->r->content_type, sizeof o->r->content_type);
+    o->r->bytes = sqlite3_column_int64(st, 3);
+    copy_col(st, 4, o->r->sha256, sizeof o->r->sha256);
+    o->r->created_ms = sqlite3_column_int64(st, 5);
+    if (o->data) {
+        int n = sqlite3_column_bytes(st, 6);
+        *o->data = xmalloc((size_t)n + 1);
+        if (n)
+            memcpy(*o->data, sqlite3_column_blob(st, 6), (size_t)n);
+        *o->len = (size_t)n;
+    }
+    o->found = 1;
+}
+
+static int sq_input_get(struct store *s, const char *id, struct input_rec *out, void **data,
+                        size_t *len)
+{
+    struct input_get_out o = {out, data, len, 0};
+    int err = read_query(ss(s),
+                         data ? "SELECT id, tenant_id, content_type, bytes, sha256, created_ms,"
+                                " data FROM inputs WHERE id = ?1"
+                              : "SELECT id, tenant_id, content_type, bytes, sha256, created_ms"
+                                " FROM inputs WHERE id = ?1",
+                         bind_text1, id, input_row, &o);
+    if (err)
+        return err;
+    return o.found ? 0 : GPUQ_ENOENT;
+}
+
+struct input_link_args {
+    uint64_t job_id;
+    int64_t tenant_id;
+    const char *name, *id;
+};
+
+static void bind_input_link(sqlite3_stmt *st, const void *arg)
+{
+    const struct input_link_args *a = arg;
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)a->job_id);
+    bind_text(st, 2, a->name);
+    bind_text(st, 3, a->id);
+    sqlite3_bind_int64(st, 4, a->tenant_id);
+}
+
+static int sq_input_link(struct store *s, uint64_t job_id, int64_t tenant_id, const char *name,
+                         const char *id)
+{
+    struct input_link_args a = {job_id, tenant_id, name, id};
+    int changes = 0;
+    int err = write_once(ss(s),
+                         "INSERT OR REPLACE INTO job_inputs(job_id, name, input_id)"
+                         " SELECT ?1, ?2, id FROM inputs WHERE id = ?3 AND tenant_id = ?4",
+                         bind_input_link, &a, &changes);
+    if (!err && changes == 0)
+        return GPUQ_ENOENT;
+    return err;
+}
+
+static void bind_two_ms(sqlite3_stmt *st, const void *arg)
+{
+    const int64_t *ms = arg;
+    sqlite3_bind_int64(st, 1, ms[0]);
+    if (sqlite3_bind_parameter_count(st) > 1)
+        sqlite3_bind_int64(st, 2, ms[1]);
+}
+
+static int sq_prune_inputs(struct store *s, int64_t jobs_cutoff_ms, int64_t unused_cutoff_ms,
+                           int *deleted)
+{
+    struct store_sqlite *q = ss(s);
+    int64_t ms[2] = {jobs_cutoff_ms, unused_cutoff_ms};
+    int err = write_once(q,
+                         "DELETE FROM job_inputs WHERE job_id IN (SELECT id FROM jobs WHERE"
+                         " state >= 2 AND finished_ms < ?1)",
+                         bind_two_ms, ms, NULL);
+    if (!err)
+        err = write_once(q,
+                         "DELETE FROM inputs WHERE created_ms < ?2 AND NOT EXISTS"
+                         " (SELECT 1 FROM job_inputs WHERE input_id = inputs.id)",
+                         bind_two_ms, ms, deleted);
+    return err;
+}
+
 static void sq_close(struct store *s)
 {
     struct store_sqlite *q = ss(s);
@@ -677,6 +832,10 @@ static const struct store_ops sqlite_ops = {
     .job_list = sq_job_list,
     .max_job_id = sq_max_job_id,
     .prune_results = sq_prune_results,
+    .input_put = sq_input_put,
+    .input_get = sq_input_get,
+    .input_link = sq_input_link,
+    .prune_inputs = sq_prune_inputs,
 };
 
 static int exec(sqlite3 *db, const char *sql, char *err, size_t errlen)
