@@ -49,6 +49,8 @@ struct op {
     json_t *params;           /* run: owned */
     char output_dir[PATH_MAX];
     char fault[32];
+    bool has_input;           /* run: params.inputs named a file */
+    uint64_t input_hash;      /* its FNV-1a 64 (drawn into the output) */
 };
 
 struct resident {
@@ -69,6 +71,7 @@ static struct {
     char fault[32];
     double fault_rate;
     const char *fault_file;
+    const char *record;       /* --record: every run message is appended here */
     int64_t vram_total_mb;
     uint64_t rng;
     struct op ops[SIM_MAX_OPS];
@@ -302,8 +305,79 @@ static void flood_now(void)
     }
 }
 
+#define SIM_INPUT_MAX (256LL << 20)
+
+/* The input a run derives its picture from: params.inputs.image, else the
+ * first of params.inputs (local paths, given by the agent). 0 with *has false
+ * when there is none; -1 (error sent) when it cannot be read. */
+static int read_input(json_t *params, const char *id, bool *has, uint64_t *hash)
+{
+    *has = false;
+    json_t *in = json_object_get(params, "inputs");
+    if (!json_is_object(in) || json_object_size(in) == 0)
+        return 0;
+    json_t *v = json_object_get(in, "image");
+    if (!v) {
+        void *it = json_object_iter(in);
+        v = it ? json_object_iter_value(it) : NULL;
+    }
+    const char *path = json_string_value(v);
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    if (!f) {
+        char m[PATH_MAX + 64];
+        snprintf(m, sizeof m, "input: cannot open %s", path ? path : "(not a path)");
+        emit_error(id, "bad_input", m);
+        return -1;
+    }
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over the file's bytes */
+    unsigned char buf[65536];
+    size_t n;
+    long long total = 0;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0 && total <= SIM_INPUT_MAX) {
+        for (size_t i = 0; i < n; i++)
+            h = (h ^ buf[i]) * 1099511628211ull;
+        total += (long long)n;
+    }
+    bool bad = ferror(f) || total > SIM_INPUT_MAX;
+    fclose(f);
+    if (bad) {
+        emit_error(id, "bad_input", "input: unreadable or larger than 256 MiB");
+        return -1;
+    }
+    *has = true;
+    *hash = h;
+    return 0;
+}
+
+/* --record: the run message as received, one JSON line. */
+static void record_run(json_t *msg)
+{
+    if (!sim.record)
+        return;
+    FILE *f = fopen(sim.record, "a");
+    if (!f)
+        return;
+    char *s = json_dumps(msg, JSON_COMPACT);
+    if (s)
+        fprintf(f, "%s\n", s);
+    free(s);
+    fclose(f);
+}
+
+/* Draws the input's hash into the picture: bit i (most significant first) of
+ * the 64 is pixel i of the rows read left to right, white for 1, black for 0. */
+static void draw_input_hash(unsigned char *px, int w, int h, uint64_t hash)
+{
+    for (int i = 0; i < 64 && i < w * h; i++) {
+        unsigned char v = (hash >> (63 - i)) & 1 ? 255 : 0;
+        unsigned char *p = px + ((size_t)(i / w) * (size_t)w + (size_t)(i % w)) * 3;
+        p[0] = p[1] = p[2] = v;
+    }
+}
+
 static void handle_run(json_t *msg, const char *id)
 {
+    record_run(msg);
     const char *model = json_string_value(json_object_get(msg, "model"));
     const char *outdir = json_string_value(json_object_get(msg, "output_dir"));
     json_t *params = json_object_get(msg, "params");
@@ -337,6 +411,10 @@ static void handle_run(json_t *msg, const char *id)
         emit_garbage(id);
     if (strcmp(fault, "flood") == 0)
         flood_now();
+    bool has_input;
+    uint64_t input_hash = 0;
+    if (read_input(params, id, &has_input, &input_hash))
+        return;
 
     int64_t w = param_int(params, "width", 1024, 64, 4096);
     int64_t h = param_int(params, "height", 1024, 64, 4096);
@@ -361,6 +439,8 @@ static void handle_run(json_t *msg, const char *id)
     snprintf(o->output_dir, sizeof o->output_dir, "%s", outdir);
     snprintf(o->fault, sizeof o->fault, "%s", fault);
     o->params = params ? json_incref(params) : json_object();
+    o->has_input = has_input;
+    o->input_hash = input_hash;
     o->start_ns = now_ns();
     o->due_ns = o->start_ns + (int64_t)(run_ms * 1e6);
     if (strcmp(fault, "oom") == 0 || strcmp(fault, "cuda") == 0)
@@ -432,8 +512,13 @@ static void finish_run(struct op *o)
     h = h < 16 ? 16 : h > 256 ? 256 : h;
     uint64_t seed = rt_hash_str(json_string_value(json_object_get(o->params, "prompt"))) ^
                     (uint64_t)param_int(o->params, "seed", 0, 0, INT64_MAX) ^ rt_hash_str(o->model);
+    bool solid = strcmp(o->fault, "solid") == 0;
+    if (o->has_input)
+        seed ^= o->input_hash;
     char path[PATH_MAX + 160];
-    unsigned char *px = png_art_draw((int)w, (int)h, seed, strcmp(o->fault, "solid") == 0);
+    unsigned char *px = png_art_draw((int)w, (int)h, seed, solid);
+    if (px && o->has_input && !solid)
+        draw_input_hash(px, (int)w, (int)h, o->input_hash);
     int wr = px ? rt_write_png(o->output_dir, o->id, (int)w, (int)h, px, path, sizeof path) : -1;
     free(px);
     if (wr != 0) {
@@ -493,7 +578,8 @@ static void usage(void)
     fprintf(stderr,
             "usage: gpuq-sim-runtime [--scale F] [--step-ms MS] [--model NAME=STEP_MS]...\n"
             "                        [--fault oom|crash|hang|solid|bad_input|cuda|garbage|flood|exit]\n"
-            "                        [--fault-rate P] [--fault-file PATH] [--vram-mb MB] [--seed N]\n");
+            "                        [--fault-rate P] [--fault-file PATH] [--vram-mb MB] [--seed N]\n"
+            "                        [--record FILE]\n");
 }
 
 int main(int argc, char **argv)
@@ -537,6 +623,8 @@ int main(int argc, char **argv)
             sim.fault_file = v;
         } else if (strcmp(a, "--vram-mb") == 0) {
             sim.vram_total_mb = atoll(v);
+        } else if (strcmp(a, "--record") == 0) {
+            sim.record = v;
         } else if (strcmp(a, "--seed") == 0) {
             sim.rng = (uint64_t)atoll(v) | 1;
         } else {

@@ -128,3 +128,42 @@ int http_json(struct http_client *h, const char *path, json_t *body, long timeou
     }
     return 0;
 }
+
+/* A download's sink: the file and what it may still take. */
+struct sink {
+    FILE *out;
+    int64_t left;
+};
+
+static size_t on_file_data(char *ptr, size_t size, size_t nmemb, void *arg)
+{
+    struct sink *k = arg;
+    size_t n = size * nmemb;
+    if ((int64_t)n > k->left)
+        return 0; /* aborts the transfer */
+    k->left -= (int64_t)n;
+    return fwrite(ptr, 1, n, k->out);
+}
+
+int http_download(struct http_client *h, const char *path, FILE *out, int64_t max,
+                  long timeout_ms, long *status)
+{
+    CURL *c = h->curl;
+    char url[1024];
+    snprintf(url, sizeof url, "%s%s", h->base, path);
+    struct sink k = {out, max};
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h->headers);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, NULL);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_file_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &k);
+    CURLcode rc = curl_easy_perform(c);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &h->resp);
+    if (rc != CURLE_OK || fflush(out) != 0 || ferror(out))
+        return GPUQ_EIO;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+    return 0;
+}

@@ -6,6 +6,8 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #include "common/buf.h"
 
@@ -31,6 +33,12 @@ void http_client_fini(struct http_client *h);
 int http_call(struct http_client *h, const char *method, const char *path,
               const char *content_type, const void *body, size_t len, long timeout_ms,
               long *status);
+
+/* http_download: GET base+path into out, at most max bytes. Returns 0 with
+ * the status in *status (the body, whatever the status, is in out), or
+ * GPUQ_EIO when no complete answer came or it was larger than max. */
+int http_download(struct http_client *h, const char *path, FILE *out, int64_t max,
+                  long timeout_ms, long *status);
 
 /* http_json: POST (body != NULL; the reference is stolen) or GET (body NULL)
  * and parse a JSON object answer into *answer (NULL when the body is empty or

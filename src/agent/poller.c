@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "agent/agent.h"
+#include "agent/inputs.h"
 #include "common/log.h"
 
 #define MOD "agent"
@@ -68,6 +69,15 @@ void *poller_main(void *arg)
         int rc = http_json(&hc, path, NULL, (long)a->cfg.poll_wait_s * 1000 + 15000, &status,
                            &answer);
         json_t *list = json_object_get(answer, "assignments");
+        if (rc == 0 && status == 200 && json_is_array(list)) {
+            size_t k;
+            json_t *it;
+            json_array_foreach(list, k, it)
+            {
+                if (json_is_object(it)) /* before the worker sees it: it runs from files */
+                    agent_inputs_fetch(&hc, a->cfg.work_dir, w->id, it);
+            }
+        }
 
         pthread_mutex_lock(&w->mu);
         w->polling = false;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/inputs.h"
 #include "agent/qc.h"
 #include "agent/outbox.h"
 #include "agent/report.h"
@@ -158,6 +159,8 @@ static void job_remove(struct worker *w, struct job *j)
     }
     if (!j->warmup && w->held > 0)
         w->held--;
+    if (!j->warmup)
+        agent_inputs_cleanup(cfg_of(w)->work_dir, w->id, j->rid);
     json_decref(j->params);
     memset(j, 0, sizeof *j);
     pthread_cond_broadcast(&w->cv);
@@ -263,6 +266,12 @@ static void take_assignment(struct worker *w, json_t *a)
     *j = nj;
     w->held++;
     pthread_mutex_unlock(&w->mu);
+    const char *in_cls, *in_msg;
+    agent_inputs_error(a, &in_cls, &in_msg);
+    if (in_cls) {
+        job_fail(w, j, in_cls, in_msg ? in_msg : "its inputs could not be fetched");
+        return;
+    }
     if (!model || !model[0] || strlen(model) >= AGENT_NAME_MAX || !offers_model(w, model)) {
         char msg[256];
         snprintf(msg, sizeof msg, "model %.64s is not configured on worker %s",

@@ -420,9 +420,10 @@ static int check_inputs(json_t *inputs, json_t *norm, struct api_error *err)
     json_object_foreach(inputs, k, v) {
         char field[64];
         snprintf(field, sizeof field, "params.inputs.%.32s", k);
-        if (!is_name(k, 32, false)) {
+        if (!is_name(k, 32, false) || !isalnum((unsigned char)k[0])) {
             api_error_set(err, 400, "invalid_field", field,
-                          "%s: an input name is 1..32 of a-z 0-9 . _ -", field);
+                          "%s: an input name is 1..32 of a-z 0-9 . _ - (first a-z or 0-9)",
+                          field);
             return GPUQ_EINVAL;
         }
         if (!json_is_string(v) || !json_input_id(json_string_value(v))) {
