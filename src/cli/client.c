@@ -196,6 +196,12 @@ int client_request(struct client *c, const char *cmd, const char *method, const 
     return rc;
 }
 
+int client_upload(struct client *c, const char *cmd, const char *path, const void *data,
+                  size_t len, const char *content_type, long timeout_s, struct client_resp *r)
+{
+    return perform(c, cmd, "POST", path, data, len, content_type, timeout_s, NULL, r);
+}
+
 int client_download(struct client *c, const char *cmd, const char *path, FILE *out,
                     struct client_resp *r)
 {

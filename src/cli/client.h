@@ -38,6 +38,11 @@ void client_resp_fini(struct client_resp *r);
 int client_request(struct client *c, const char *cmd, const char *method, const char *path,
                    json_t *body, long timeout_s, struct client_resp *r);
 
+/* client_upload POSTs len bytes of content_type (a file) to base+path; returns
+ * as client_request. */
+int client_upload(struct client *c, const char *cmd, const char *path, const void *data,
+                  size_t len, const char *content_type, long timeout_s, struct client_resp *r);
+
 /* client_download GETs base+path; a 200 answer's bytes are written to out,
  * any other answer's bytes land in r->body. Same returns as client_request. */
 int client_download(struct client *c, const char *cmd, const char *path, FILE *out,

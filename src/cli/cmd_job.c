@@ -1,8 +1,10 @@
 /* cmd_job.c: the job commands of gpuq: submit (and --wait), get, ls, cancel. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli/cli.h"
 #include "cli/render.h"
@@ -16,26 +18,26 @@ static const char *const tiers[] = {"paid", "free", NULL};
 static const char *const states[] = {"queued", "running", "succeeded", "failed", "cancelled",
                                      "dead",   "expired", NULL};
 
-/* A --param value as JSON: integers, reals, true/false/null as such, else a
- * string. */
+/* A --param value: the JSON it is when it parses as JSON (12, 0.5, true,
+ * null, "s", [1,2], {"k":1}), else the text as a string. */
 static json_t *param_value(const char *v)
 {
-    char *end;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    if (*v && !*end && !errno)
-        return json_integer(n);
-    errno = 0;
-    double d = strtod(v, &end);
-    if (*v && !*end && !errno)
-        return json_real(d);
-    if (strcmp(v, "true") == 0)
-        return json_true();
-    if (strcmp(v, "false") == 0)
-        return json_false();
-    if (strcmp(v, "null") == 0)
-        return json_null();
-    return json_string(v);
+    json_t *j = json_loads(v, JSON_DECODE_ANY, NULL);
+    return j ? j : json_string(v);
+}
+
+/* The parameters the head knows (docs/api); any other --param goes to
+ * params.extra, which the head passes to the runtime untouched. */
+static const char *const known_params[] = {"prompt", "negative_prompt", "width", "height",
+                                           "steps",  "frames",          "seed",  "guidance",
+                                           "fault",  "sim_ms",          NULL};
+
+static bool known_param(const char *key)
+{
+    for (const char *const *k = known_params; *k; k++)
+        if (!strcmp(*k, key))
+            return true;
+    return false;
 }
 
 /* Adds --NAME as an integer params[key] when given. */
@@ -62,7 +64,11 @@ static struct opt submit_opts[] = {
     {.name = "steps", .arg = "S", .help = "sampling steps (1..500)"},
     {.name = "frames", .arg = "F", .help = "video frames (0..1000)"},
     {.name = "seed", .arg = "N", .help = "random seed"},
-    {.name = "param", .arg = "K=V", .help = "any other parameter (numbers and true/false typed)",
+    {.name = "param", .arg = "K=V",
+     .help = "any other parameter (V as JSON if it parses; unknown K go to params.extra)",
+     .repeat = 1},
+    {.name = "input", .arg = "NAME=FILE",
+     .help = "upload FILE and hand it to the runtime as input NAME (e.g. image=in.png)",
      .repeat = 1},
     {.name = "lane", .arg = "L", .help = "interactive | batch (default interactive)"},
     {.name = "priority", .arg = "T", .help = "paid | free (default: the tenant's tier)"},
@@ -111,7 +117,14 @@ static int build_submit_body(const char *cmd, json_t **out)
             goto fail;
         }
         char *key = xstrndup(kv, (size_t)(eq - kv));
-        json_object_set_new(params, key, param_value(eq + 1));
+        if (known_param(key)) {
+            json_object_set_new(params, key, param_value(eq + 1));
+        } else {
+            json_t *extra = json_object_get(params, "extra");
+            if (!extra)
+                json_object_set_new(params, "extra", extra = json_object());
+            json_object_set_new(extra, key, param_value(eq + 1));
+        }
         free(key);
     }
     if (json_object_size(params) > 0)
@@ -146,6 +159,94 @@ fail:
     json_decref(params);
     json_decref(body);
     return rc;
+}
+
+/* The media type of an input file, by its name's extension. */
+static const char *input_type(const char *path)
+{
+    static const char *const map[][2] = {{".png", "image/png"},   {".jpg", "image/jpeg"},
+                                         {".jpeg", "image/jpeg"}, {".webp", "image/webp"},
+                                         {".mp4", "video/mp4"},   {".json", "application/json"},
+                                         {".txt", "text/plain"}};
+    const char *dot = strrchr(path, '.');
+    for (size_t i = 0; dot && i < sizeof map / sizeof map[0]; i++)
+        if (!strcasecmp(dot, map[i][0]))
+            return map[i][1];
+    return "application/octet-stream";
+}
+
+/* Reads a whole file (malloc'd); NULL after printing why. */
+static char *read_file(const char *cmd, const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "gpuq %s: --input: cannot open %s: %s\n", cmd, path, strerror(errno));
+        return NULL;
+    }
+    struct buf b;
+    buf_init(&b);
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        buf_append(&b, chunk, n);
+    bool bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        fprintf(stderr, "gpuq %s: --input: cannot read %s\n", cmd, path);
+        buf_fini(&b);
+        return NULL;
+    }
+    *len = b.len;
+    char *data = b.data ? b.data : xstrdup("");
+    return data;
+}
+
+/* --input NAME=FILE: uploads each file (POST /v1/inputs) and names the upload
+ * in the body's params.inputs. An exit code on error. */
+static int attach_inputs(struct cli *c, json_t *body)
+{
+    struct opt *o = opts_find(submit_opts, "input");
+    for (size_t i = 0; i < o->nvalues; i++) {
+        const char *kv = o->values[i];
+        const char *eq = strchr(kv, '=');
+        if (!eq || eq == kv || !eq[1]) {
+            fprintf(stderr, "gpuq %s: --input: expected NAME=FILE, got '%s'\n", c->cmd, kv);
+            return CLI_EUSAGE;
+        }
+        size_t len = 0;
+        char *data = read_file(c->cmd, eq + 1, &len);
+        if (!data)
+            return CLI_EUSAGE;
+        struct client_resp r;
+        client_resp_init(&r);
+        int rc = client_upload(&c->http, c->cmd, "/v1/inputs", data, len, input_type(eq + 1),
+                               CLI_REQUEST_TIMEOUT_S, &r);
+        free(data);
+        if (rc < 0) {
+            client_resp_fini(&r);
+            return CLI_EUNREACHABLE;
+        }
+        json_t *up = r.status == 201 ? client_json(c->cmd, &r) : NULL;
+        if (r.status != 201)
+            client_print_error(c->cmd, &r);
+        client_resp_fini(&r);
+        const char *id = json_string_value(json_object_get(up, "id"));
+        if (!id) {
+            json_decref(up);
+            return CLI_EREFUSED;
+        }
+        json_t *params = json_object_get(body, "params");
+        if (!params)
+            json_object_set_new(body, "params", params = json_object());
+        json_t *inputs = json_object_get(params, "inputs");
+        if (!inputs)
+            json_object_set_new(params, "inputs", inputs = json_object());
+        char *name = xstrndup(kv, (size_t)(eq - kv));
+        json_object_set_new(inputs, name, json_string(id));
+        free(name);
+        json_decref(up);
+    }
+    return CLI_OK;
 }
 
 /* Waits for a submitted job, prints the outcome and downloads the result. */
@@ -210,7 +311,7 @@ int cmd_submit(int argc, char **argv)
     struct cli c = {0};
     int rc = cli_start(&c, "submit",
                        "submit --capability CAP [--model M] [--prompt P] [--width W --height H "
-                       "--steps S --frames F --seed N] [--param K=V …] [--lane L] [--priority T] "
+                       "--steps S --frames F --seed N] [--param K=V …] [--input NAME=FILE …] [--lane L] [--priority T] "
                        "[--idempotency-key K] [--deadline MS] [--wait [--output FILE]]",
                        "Submits a generation job. Prints the job id (with --json the job); with "
                        "--wait follows it to the end, printing progress to stderr, and saves its "
@@ -232,7 +333,9 @@ int cmd_submit(int argc, char **argv)
         return CLI_EUSAGE;
     }
     json_t *body = NULL;
-    if ((rc = build_submit_body(c.cmd, &body)) != CLI_OK) {
+    if ((rc = build_submit_body(c.cmd, &body)) != CLI_OK ||
+        (rc = attach_inputs(&c, body)) != CLI_OK) {
+        json_decref(body);
         cli_finish(&c);
         return rc;
     }
