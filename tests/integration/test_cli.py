@@ -178,7 +178,7 @@ def test_cli_usage_errors_name_the_flag(head, tenant, args, names):
 @pytest.mark.parametrize("args,field", [
     (["--width", "100000"], "params.width"),
     (["--steps", "0"], "params.steps"),
-    (["--param", "colour=blue"], "params.colour"),
+    (["--param", "guidance=500"], "params.guidance"),
 ])
 def test_cli_server_refusals_name_the_field(head, tenant, args, field):
     p = gpuq(head, "submit", "--capability", "image.fast", *args, key=tenant)
