@@ -41,6 +41,31 @@ void agent_inputs_cleanup(const char *work_dir, const char *worker_id, const cha
     rmdir(dir);
 }
 
+void agent_inputs_reset(const char *work_dir)
+{
+    char base[PATH_MAX];
+    snprintf(base, sizeof base, "%.3000s/inputs", work_dir);
+    DIR *d = opendir(base);
+    if (!d)
+        return;
+    struct dirent *e;
+    int removed = 0;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        const char *dash = strrchr(e->d_name, '-');
+        if (!dash)
+            continue;
+        char worker[256];
+        snprintf(worker, sizeof worker, "%.*s", (int)(dash - e->d_name), e->d_name);
+        agent_inputs_cleanup(work_dir, worker, dash + 1);
+        removed++;
+    }
+    closedir(d);
+    if (removed)
+        log_info(MOD, "removed the inputs of %d job(s) an earlier run left", removed);
+}
+
 /* Names as the head admits them: 1..32 of a-z 0-9 . _ -, first a-z or 0-9. */
 static int name_ok(const char *s)
 {

@@ -25,6 +25,10 @@ void agent_inputs_fetch(struct http_client *hc, const char *work_dir, const char
 /* Removes the input directory of attempt rid ("<job>.<attempt>"), if any. */
 void agent_inputs_cleanup(const char *work_dir, const char *worker_id, const char *rid);
 
+/* At start: removes every input directory an earlier run left (its jobs are
+ * the head's again). */
+void agent_inputs_reset(const char *work_dir);
+
 /* The error fetch left in a (class and message), or NULL/NULL. */
 void agent_inputs_error(json_t *a, const char **cls, const char **message);
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/inputs.h"
 #include "agent/report.h"
 #include "common/clock.h"
 #include "common/err.h"
@@ -160,6 +161,7 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    agent_inputs_reset(a->cfg.work_dir);
     if (prepare_outbox_dir(a->cfg.work_dir) != 0)
         return 1;
 

@@ -186,6 +186,7 @@ def test_bounds_are_refused_by_field_and_nothing_is_stored(env):
     # An upload over max_input_bytes is refused before it is read, and not kept.
     r = c.post("/v1/inputs", b"x" * 70000, raw=True, headers={"Content-Type": "image/png"})
     assert r.status == 413, r
+    assert r.json()["error"]["field"] == "body" and "65536" in r.json()["error"]["message"]
     r = c.post("/v1/inputs", b"", raw=True, headers={"Content-Type": "image/png"})
     assert r.status == 400 and r.json()["error"]["field"] == "body", r
     r = c.post("/v1/inputs", b"abc", raw=True, headers={"Content-Type": "nonsense"})
