@@ -148,6 +148,8 @@ static int count_jobs(const struct worker *w, bool warmup)
 /* Takes a job out (under mu), releasing its model. */
 static void job_remove(struct worker *w, struct job *j)
 {
+    if (!j->warmup) /* its input files, if any (the poller wrote them before the job came) */
+        agent_inputs_cleanup(cfg_of(w)->work_dir, w->id, j->rid);
     pthread_mutex_lock(&w->mu);
     if (j->phase == JOB_RUNNING) {
         int vi = vram_mgr_find(&w->vram, j->model);
@@ -159,8 +161,6 @@ static void job_remove(struct worker *w, struct job *j)
     }
     if (!j->warmup && w->held > 0)
         w->held--;
-    if (!j->warmup)
-        agent_inputs_cleanup(cfg_of(w)->work_dir, w->id, j->rid);
     json_decref(j->params);
     memset(j, 0, sizeof *j);
     pthread_cond_broadcast(&w->cv);

@@ -253,12 +253,16 @@ def test_cli_submit_uploads_inputs_and_passes_params(env):
     img = tiny_png(16, 16, seed=11)
     with open(img_path, "wb") as f:
         f.write(img)
+    mask_path = os.path.join(str(tmp), "mask.png")
+    with open(mask_path, "wb") as f:
+        f.write(tiny_png(16, 16, seed=12))
     e = dict(os.environ, GPUQ_URL=head.url, GPUQ_KEY=key)
     out = subprocess.run([binary("gpuq"), "submit", "--capability", "upscale", "--input", f"image={img_path}",
+                          "--input", f"mask={mask_path}",
                           "--param", "lora=pixel-art", "--param", "strength=0.5",
                           "--param", 'sampler={"name":"euler","steps":[1,2]}', "--param",
                           "steps=12", "--wait"],
-                         env=e, capture_output=True, text=True, timeout=60)
+                         env=e, capture_output=True, text=True, timeout=60, cwd=str(tmp))
     assert out.returncode == 0, out
     with open(record) as f:
         runs = [json.loads(line) for line in f if '"warmup":false' in line]
@@ -268,5 +272,11 @@ def test_cli_submit_uploads_inputs_and_passes_params(env):
     assert p["extra"] == {"lora": "pixel-art", "strength": 0.5,
                           "sampler": {"name": "euler", "steps": [1, 2]}}
     # The runtime got a local file in the agent's work directory, named by the input.
-    assert p["inputs"]["image"].startswith(os.path.join(agent.dir, "work", "inputs") + "/")
-    assert p["inputs"]["image"].endswith("/image")
+    assert sorted(p["inputs"]) == ["image", "mask"]
+    for name, path in p["inputs"].items():
+        assert path.startswith(os.path.join(agent.dir, "work", "inputs") + "/")
+        assert path.endswith("/" + name)
+    # The output reflects the image (the sim runtime's choice over the mask).
+    job_id = runs[0]["id"].split(".")[0]
+    r = head.client(key).get(f"/v1/jobs/{job_id}/result")
+    assert drawn_hash(r.body) == fnv1a64(img)
