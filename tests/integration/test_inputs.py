@@ -280,3 +280,22 @@ def test_cli_submit_uploads_inputs_and_passes_params(env):
     job_id = runs[0]["id"].split(".")[0]
     r = head.client(key).get(f"/v1/jobs/{job_id}/result")
     assert drawn_hash(r.body) == fnv1a64(img)
+
+
+def test_an_input_gone_before_the_agent_fetches_it_fails_the_job_bad_input(env):
+    head, make_agent, _ = env
+    c = head.client(head.add_tenant("acme"))
+    up = upload(c, tiny_png(seed=21))
+    job = submit(c, {"capability": "upscale", "params": {"inputs": {"image": up["id"]}}})
+    # The upload disappears behind the head's back (as if swept in a race).
+    db = sqlite3.connect(f"{head.data_dir}/gpuq.db", timeout=10)
+    with db:
+        db.execute("DELETE FROM inputs WHERE id = ?", (up["id"],))
+    db.close()
+    agent = make_agent(gpus=1)
+    done = wait_job(c, job["id"], 30)
+    assert done["state"] == "failed", done
+    assert done["error"]["class"] == "bad_input" and "gone" in done["error"]["message"], done
+    # Nothing of it is left in the agent's work directory.
+    work = os.path.join(agent.dir, "work", "inputs")
+    assert not os.path.isdir(work) or not os.listdir(work)
