@@ -311,7 +311,8 @@ int cmd_submit(int argc, char **argv)
     struct cli c = {0};
     int rc = cli_start(&c, "submit",
                        "submit --capability CAP [--model M] [--prompt P] [--width W --height H "
-                       "--steps S --frames F --seed N] [--param K=V …] [--input NAME=FILE …] [--lane L] [--priority T] "
+                       "--steps S --frames F --seed N] [--param K=V …] [--input NAME=FILE …] "
+                       "[--lane L] [--priority T] "
                        "[--idempotency-key K] [--deadline MS] [--wait [--output FILE]]",
                        "Submits a generation job. Prints the job id (with --json the job); with "
                        "--wait follows it to the end, printing progress to stderr, and saves its "
