@@ -140,7 +140,9 @@ int admit_tenant_set(struct admit *a, const struct admit_tenant_policy *tp);
 void admit_tenant_get(const struct admit *a, const char *tenant, struct admit_tenant_policy *out);
 
 /* Nominal throughput of a lane's GPUs (GPU-seconds per second); used until
- * and unless the measured figure is established (lane busy a whole window). */
+ * and unless the measured figure is established (lane busy a whole window).
+ * While a lane's throughput is 0 (no GPU yet), waits are computed as if one
+ * nominal GPU served it: a queue of at most the bound's GPU-seconds. */
 int admit_capacity(struct admit *a, enum sched_lane lane, double gpu_s_per_s, int64_t now);
 
 /* The estimated cost of a job: run time plus the expected model load. */
