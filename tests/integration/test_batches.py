@@ -241,3 +241,23 @@ def test_capacity_defaults_to_registered_gpus(head):
     cap = head.admin().get("/v1/capacity").json()
     assert cap["max_gpus"] == 2 and cap["max_gpus_from"] == "registered"
     assert cap["gpus_registered"] == 2
+
+
+def test_batch_backlog_capacity_answers_match_openapi(head):
+    yaml = __import__("pytest").importorskip("yaml")
+    from test_cli_openapi import SPEC_PATH, assert_valid
+    with open(SPEC_PATH) as f:
+        spec = yaml.safe_load(f)
+    c = head.client(head.add_tenant("acme"))
+    r = c.post("/v1/batches", {"jobs": [job(0), job(1)]})
+    assert_valid(spec, "/v1/batches", "post", r)
+    bid = r.json()["id"]
+    assert_valid(spec, "/v1/batches", "post",
+                 c.post("/v1/batches", {"jobs": [job(0), job(1, capability="nope")]}))
+    assert_valid(spec, "/v1/batches", "get", c.get("/v1/batches"))
+    assert_valid(spec, "/v1/batches/{id}", "get", c.get(f"/v1/batches/{bid}"))
+    assert_valid(spec, "/v1/batches/{id}", "get", c.get("/v1/batches/424242"))
+    assert_valid(spec, "/v1/batches/{id}", "delete", c.delete(f"/v1/batches/{bid}"))
+    assert_valid(spec, "/v1/backlog", "get", c.get("/v1/backlog"))
+    assert_valid(spec, "/v1/capacity", "get", head.admin().get("/v1/capacity"))
+    assert_valid(spec, "/v1/capacity", "get", c.get("/v1/capacity"))
