@@ -655,6 +655,27 @@ double sched_estimate_cost(const struct sched *s, const struct job_spec *j)
     return estimator_run_s(s->est, model, -1, work);
 }
 
+double sched_expected_load_s(const struct sched *s, const struct job_spec *j)
+{
+    if (!s || !j || !j->model[0])
+        return 0;
+    void *mv = hashmap_get_str(&s->model_ix, j->model);
+    void *cv = hashmap_get_str(&s->cap_ix, j->capability);
+    if (!mv)
+        return 0;
+    int model = (int)(intptr_t)mv - 1;
+    int cap = cv ? (int)(intptr_t)cv - 1 : -1;
+    for (int i = 0; i < s->nworkers; i++) {
+        const struct sworker *w = s->workers[i];
+        if (!worker_usable(w) || (cap >= 0 && sched_worker_cap_slot(w, cap) < 0))
+            continue;
+        for (int k = 0; k < w->info.nloaded; k++)
+            if (w->loaded_model[k] == model)
+                return 0;
+    }
+    return sched_model_load_s(s, model);
+}
+
 int sched_job_add(struct sched *s, const struct job_spec *spec, int64_t now)
 {
     if (s)

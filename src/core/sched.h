@@ -166,6 +166,10 @@ int sched_worker_remove(struct sched *s, const char *worker_id, int64_t now,
 /* Jobs. */
 /* sched_estimate_cost: estimated GPU-seconds for the job on a nominal GPU (R7). */
 double sched_estimate_cost(const struct sched *s, const struct job_spec *j);
+/* sched_expected_load_s: the model load the job should expect — 0 when a
+ * usable worker of its capability has its model resident, else the model's
+ * load time (measured, else its prior). */
+double sched_expected_load_s(const struct sched *s, const struct job_spec *j);
 int sched_job_add(struct sched *s, const struct job_spec *j, int64_t now);
 /* Removes a queued/placed job; a running job is only forgotten (the caller aborts it). */
 int sched_job_cancel(struct sched *s, uint64_t job_id, int64_t now);
