@@ -273,7 +273,7 @@ int head_batch_get(struct head *h, int64_t tenant_id, uint64_t id, bool with_job
         }
         if (rc == GPUQ_ENOENT)
             continue; /* it ended meanwhile */
-        snprintf(out->eta_why, sizeof out->eta_why, "job %llu has no ETA: %s",
+        snprintf(out->eta_why, sizeof out->eta_why, "job %llu has no ETA: %.159s",
                  (unsigned long long)open[i], why[0] ? why : "no GPU can take it now");
         break;
     }
