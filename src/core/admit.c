@@ -468,9 +468,13 @@ int admit_decide(const struct admit *a, const struct admit_request *req, int64_t
                      (double)(own->due_ns - now) / NS);
             return 0;
         }
-        booked = due_now - own->cost_s; /* late ones ahead of it keep their rooms */
-        if (booked < 0)
-            booked = 0;
+        /* Its room is due: the promise is kept (the wait bound governs new
+         * requests; the room was booked against it). */
+        double ahead = p->queued_s + (due_now > own->cost_s ? due_now - own->cost_s : 0);
+        v->wait_s = rate > 0 ? ahead / rate : 0;
+        snprintf(v->why, sizeof(v->why),
+                 "admitted: the room booked for this retry; estimated wait %.1f s", v->wait_s);
+        return 0;
     }
 
     /* 2. Concurrency cap. */
@@ -487,7 +491,7 @@ int admit_decide(const struct admit *a, const struct admit_request *req, int64_t
     /* 3. Token bucket. */
     if (req->lane == SCHED_LANE_BATCH && size > 0) {
         double tok = t ? tokens_at(t, now) : size;
-        double need = req->cost_s + (own ? 0 : booked) - tok;
+        double need = req->cost_s + booked - tok;
         if (need > 0) {
             v->outcome = ADMIT_RETRY;
             v->reason = ADMIT_R_RATE;
@@ -506,7 +510,7 @@ int admit_decide(const struct admit *a, const struct admit_request *req, int64_t
     if (bound > 0 && ahead + req->cost_s > bound * rate) {
         double excess = ahead + req->cost_s - bound * rate;
         double ra = rate > 0 ? excess / rate : bound;
-        if (!own && p->horizon_ns > now) {
+        if (p->horizon_ns > now) {
             double after = (double)(p->horizon_ns - now) / NS;
             if (after > ra)
                 ra = after;

@@ -31,7 +31,10 @@
  *    a second refused client is sent after the first instead of at the same
  *    instant. A booking is held until its time plus booking_grace_s; a retry
  *    that names its booking (admit_request.booking, e.g. a hash of the
- *    client's idempotency key) uses the room booked for it.
+ *    client's idempotency key) and comes at its time (within the grace) is
+ *    admitted: the promise is kept even when the queue drained slower than
+ *    estimated (the bound governs new requests). One that comes early is told
+ *    the rest of its wait.
  *
  * Fair share (virtual-time fair queuing, start-time tags): each tenant has a
  *    virtual finish F; a batch job admitted at virtual time V gets the tag
