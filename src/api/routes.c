@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "api/json.h"
+#include "api/routes_ext.h"
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/err.h"
@@ -1141,7 +1142,7 @@ static void get_readyz(struct ctx *c)
 
 /* The body a route reads: none (a stray small one is tolerated and ignored),
  * a JSON document (max_body_bytes), or a job's output (max_result_bytes). */
-enum body_kind { BODY_NONE, BODY_JSON, BODY_RESULT };
+enum body_kind { BODY_NONE, BODY_JSON, BODY_RESULT, BODY_BATCH };
 #define BODY_NONE_LIMIT 1024
 
 /* A route. Invariant: (method, path) pairs are unique; a path segment "{id}"
@@ -1155,6 +1156,19 @@ struct route {
     enum body_kind body;
     const char *denied;
 };
+
+/* Handlers in other files (routes_ext.h), called with the admitted request. */
+#define EXT_ROUTE(name)                                                                        \
+    static void name(struct ctx *c)                                                            \
+    {                                                                                          \
+        route_##name(&(struct route_call){c->h, &c->who, c->req, c->resp, c->id});             \
+    }
+EXT_ROUTE(batch_post)
+EXT_ROUTE(batch_get)
+EXT_ROUTE(batch_delete)
+EXT_ROUTE(batch_list)
+EXT_ROUTE(backlog_get)
+EXT_ROUTE(capacity_get)
 
 static const struct route routes[] = {
     {"GET", "/healthz", get_healthz, ANYONE, BODY_NONE, NULL},
@@ -1172,7 +1186,18 @@ static const struct route routes[] = {
      "this key cannot use the jobs API"},
     {"POST", "/v1/jobs/{id}/resubmit", resubmit_job, ADMIN, BODY_NONE,
      "re-submitting a job needs the admin key"},
+    {"POST", "/v1/batches", batch_post, TENANT, BODY_BATCH,
+     "batches are submitted with a tenant's key"},
+    {"GET", "/v1/batches", batch_list, TENANT | ADMIN, BODY_NONE, "this key cannot list batches"},
+    {"GET", "/v1/batches/{id}", batch_get, TENANT | ADMIN, BODY_NONE,
+     "this key cannot use the batches API"},
+    {"DELETE", "/v1/batches/{id}", batch_delete, TENANT | ADMIN, BODY_NONE,
+     "this key cannot use the batches API"},
+    {"GET", "/v1/backlog", backlog_get, TENANT | ADMIN, BODY_NONE,
+     "this key cannot read the backlog"},
     /* admin */
+    {"GET", "/v1/capacity", capacity_get, ADMIN, BODY_NONE,
+     "the capacity budget needs the admin key"},
     {"POST", "/v1/tenants", post_tenant, ADMIN, BODY_JSON, "this call needs the admin key"},
     {"GET", "/v1/tenants", list_tenants, ADMIN, BODY_NONE, "this call needs the admin key"},
     {"POST", "/v1/worker-tokens", post_worker_token, ADMIN, BODY_JSON,
@@ -1313,6 +1338,8 @@ static int64_t body_limit(const struct ctx *c)
         return c->who.kind == CALLER_WORKER ? cfg->max_result_bytes : cfg->max_body_bytes;
     case BODY_JSON:
         return c->who.kind == CALLER_NONE ? BODY_NONE_LIMIT : cfg->max_body_bytes;
+    case BODY_BATCH:
+        return c->who.kind == CALLER_TENANT ? cfg->max_batch_body_bytes : cfg->max_body_bytes;
     case BODY_NONE:
     default:
         return BODY_NONE_LIMIT;

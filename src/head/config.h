@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "core/breaker.h"
 #include "core/lifecycle.h"
@@ -36,6 +37,8 @@ struct head_config {
     int64_t max_result_bytes;    /* default 64 MiB */
     int result_retention_h;      /* results kept this long after finishing; default 168 */
     int max_wait_s;              /* longest long-poll; default 60 */
+    int max_batch_jobs;          /* jobs in one POST /v1/batches; default 10000 */
+    int64_t max_batch_body_bytes; /* a POST /v1/batches body; default 16 MiB */
     /* [workers] */
     int heartbeat_ms;            /* default 2000 */
     int ttl_ms;                  /* silent longer than this → removed; default 15000 */
@@ -45,6 +48,9 @@ struct head_config {
     struct breaker_policy breaker;
     /* [scheduler] */
     struct sched_config sched;
+    /* [capacity] */
+    int max_gpus;                /* the fleet's maximum size (R13); 0 (default) = GPUs registered */
+    int capacity_window_s;       /* throughput measured over this much past; default 300 */
     /* [capabilities] name = default model; [model.NAME] vram_mb, load_ms, class */
     struct cap_config caps[CONFIG_MAX_CAPS];
     int ncaps;
@@ -60,6 +66,9 @@ struct head_config {
 void config_defaults(struct head_config *cfg);
 /* config_load applies the file at path over cfg. GPUQ_EINVAL/ENOENT with err set. */
 int config_load(struct head_config *cfg, const char *path, char *err, size_t errlen);
+/* config_print writes cfg as an INI file that config_load reads back into the
+ * same settings (every key, defaults included). GPUQ_EIO if writing failed. */
+int config_print(const struct head_config *cfg, FILE *f);
 const struct cap_config *config_cap(const struct head_config *cfg, const char *name);
 const struct model_info *config_model(const struct head_config *cfg, const char *name);
 

@@ -19,6 +19,7 @@
 #include "store/committer.h"
 #include "store/store.h"
 
+struct batches;
 struct dispatcher;
 struct http_server;
 struct timers;
@@ -33,6 +34,7 @@ struct head {
     struct dispatcher *disp;
     struct http_server *http;
     struct timers *timers;
+    struct batches *batches;     /* head/batches.h */
     /* (capability, model) pairs workers declared, persisted; guarded by catalog_lock. */
     pthread_mutex_t catalog_lock;
     struct catalog *catalog;

@@ -78,6 +78,18 @@ struct token_rec {
     int64_t created_ms;
 };
 
+/* A batch (R6): many jobs submitted at once under one id. Invariant: job_ids
+ * holds njobs ids (1..BATCH_REC_MAX_JOBS) in submission order, all of tenant_id;
+ * job_ids is owned by whoever holds the record. */
+#define BATCH_REC_MAX_JOBS 100000
+struct batch_rec {
+    uint64_t id;
+    int64_t tenant_id;
+    int64_t created_ms;
+    int njobs;
+    uint64_t *job_ids;
+};
+
 const char *job_state_name(enum job_state s);
 const char *job_phase_name(enum job_phase p);
 const char *job_lane_name(enum job_lane l);
