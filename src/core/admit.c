@@ -82,7 +82,8 @@ static const double NS = 1e9;
 void admit_policy_defaults(struct admit_policy *p)
 {
     memset(p, 0, sizeof(*p));
-    p->max_wait_s[SCHED_LANE_INTERACTIVE] = 60;
+    p->max_wait_s[SCHED_LANE_INTERACTIVE] = 600;
+    p->assumed_capacity = 8;
     p->max_wait_s[SCHED_LANE_BATCH] = 14400;
     p->min_retry_s = 1;
     p->booking_grace_s = 10;
@@ -106,6 +107,8 @@ struct admit *admit_create(const struct admit_policy *p)
         a->p.min_retry_s = 1;
     if (!(a->p.booking_grace_s >= 0))
         a->p.booking_grace_s = 0;
+    if (!(a->p.assumed_capacity > 0))
+        a->p.assumed_capacity = 1;
     if (!(a->p.throughput_tau_s > 0))
         a->p.throughput_tau_s = 60;
     if (!(a->p.tenant_default.weight > 0))
@@ -397,7 +400,7 @@ static double pool_rate(const struct admit *a, int tix, enum sched_lane lane, in
 {
     double thr = admit_throughput(a, lane, now);
     if (!(thr > 0))
-        thr = 1.0; /* no GPU known yet: as if one nominal GPU will serve */
+        thr = a->p.assumed_capacity; /* no GPU known yet */
     if (lane == SCHED_LANE_INTERACTIVE)
         return thr;
     double w = tix >= 0 ? a->tenants[tix].p.weight : a->p.tenant_default.weight;
