@@ -82,7 +82,8 @@ static const double NS = 1e9;
 void admit_policy_defaults(struct admit_policy *p)
 {
     memset(p, 0, sizeof(*p));
-    p->max_wait_s[SCHED_LANE_INTERACTIVE] = 60;
+    p->max_wait_s[SCHED_LANE_INTERACTIVE] = 600;
+    p->assumed_capacity = 8;
     p->max_wait_s[SCHED_LANE_BATCH] = 14400;
     p->min_retry_s = 1;
     p->booking_grace_s = 10;
@@ -106,6 +107,8 @@ struct admit *admit_create(const struct admit_policy *p)
         a->p.min_retry_s = 1;
     if (!(a->p.booking_grace_s >= 0))
         a->p.booking_grace_s = 0;
+    if (!(a->p.assumed_capacity > 0))
+        a->p.assumed_capacity = 1;
     if (!(a->p.throughput_tau_s > 0))
         a->p.throughput_tau_s = 60;
     if (!(a->p.tenant_default.weight > 0))
@@ -397,7 +400,7 @@ static double pool_rate(const struct admit *a, int tix, enum sched_lane lane, in
 {
     double thr = admit_throughput(a, lane, now);
     if (!(thr > 0))
-        thr = 1.0; /* no GPU known yet: as if one nominal GPU will serve */
+        thr = a->p.assumed_capacity; /* no GPU known yet */
     if (lane == SCHED_LANE_INTERACTIVE)
         return thr;
     double w = tix >= 0 ? a->tenants[tix].p.weight : a->p.tenant_default.weight;
@@ -468,9 +471,13 @@ int admit_decide(const struct admit *a, const struct admit_request *req, int64_t
                      (double)(own->due_ns - now) / NS);
             return 0;
         }
-        booked = due_now - own->cost_s; /* late ones ahead of it keep their rooms */
-        if (booked < 0)
-            booked = 0;
+        /* Its room is due: the promise is kept (the wait bound governs new
+         * requests; the room was booked against it). */
+        double ahead = p->queued_s + (due_now > own->cost_s ? due_now - own->cost_s : 0);
+        v->wait_s = rate > 0 ? ahead / rate : 0;
+        snprintf(v->why, sizeof(v->why),
+                 "admitted: the room booked for this retry; estimated wait %.1f s", v->wait_s);
+        return 0;
     }
 
     /* 2. Concurrency cap. */
@@ -487,7 +494,7 @@ int admit_decide(const struct admit *a, const struct admit_request *req, int64_t
     /* 3. Token bucket. */
     if (req->lane == SCHED_LANE_BATCH && size > 0) {
         double tok = t ? tokens_at(t, now) : size;
-        double need = req->cost_s + (own ? 0 : booked) - tok;
+        double need = req->cost_s + booked - tok;
         if (need > 0) {
             v->outcome = ADMIT_RETRY;
             v->reason = ADMIT_R_RATE;
@@ -506,7 +513,7 @@ int admit_decide(const struct admit *a, const struct admit_request *req, int64_t
     if (bound > 0 && ahead + req->cost_s > bound * rate) {
         double excess = ahead + req->cost_s - bound * rate;
         double ra = rate > 0 ? excess / rate : bound;
-        if (!own && p->horizon_ns > now) {
+        if (p->horizon_ns > now) {
             double after = (double)(p->horizon_ns - now) / NS;
             if (after > ra)
                 ra = after;

@@ -31,7 +31,10 @@
  *    a second refused client is sent after the first instead of at the same
  *    instant. A booking is held until its time plus booking_grace_s; a retry
  *    that names its booking (admit_request.booking, e.g. a hash of the
- *    client's idempotency key) uses the room booked for it.
+ *    client's idempotency key) and comes at its time (within the grace) is
+ *    admitted: the promise is kept even when the queue drained slower than
+ *    estimated (the bound governs new requests). One that comes early is told
+ *    the rest of its wait.
  *
  * Fair share (virtual-time fair queuing, start-time tags): each tenant has a
  *    virtual finish F; a batch job admitted at virtual time V gets the tag
@@ -85,8 +88,11 @@ struct admit_tenant_policy {
 
 struct admit_policy {
     /* Per lane (enum sched_lane): estimated wait beyond which submits get 429;
-     * 0 = no bound. Defaults: interactive 60 s, batch 14400 s (4 h). */
+     * 0 = no bound. Defaults: interactive 600 s, batch 14400 s (4 h). */
     double max_wait_s[ADMIT_LANES];
+    /* GPU-seconds per second assumed for a lane while none is known (no GPU
+     * registered yet); default 8. */
+    double assumed_capacity;
     double min_retry_s;      /* Retry-After floor; default 1 */
     double booking_grace_s;  /* a booked room is held this long past its time; default 10 */
     double throughput_tau_s; /* window of the measured throughput; default 60 */
@@ -141,8 +147,8 @@ void admit_tenant_get(const struct admit *a, const char *tenant, struct admit_te
 
 /* Nominal throughput of a lane's GPUs (GPU-seconds per second); used until
  * and unless the measured figure is established (lane busy a whole window).
- * While a lane's throughput is 0 (no GPU yet), waits are computed as if one
- * nominal GPU served it: a queue of at most the bound's GPU-seconds. */
+ * While a lane's throughput is 0 (no GPU yet), waits are computed as if
+ * assumed_capacity served it. */
 int admit_capacity(struct admit *a, enum sched_lane lane, double gpu_s_per_s, int64_t now);
 
 /* The estimated cost of a job: run time plus the expected model load. */

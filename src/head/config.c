@@ -76,6 +76,7 @@ void config_defaults(struct head_config *cfg)
     cfg->max_gpus = 0;
     cfg->capacity_window_s = 300;
     sched_config_defaults(&cfg->sched);
+    admit_policy_defaults(&cfg->admit);
     /* The seeds' cluster (seed 002/003): sizes and load times of its models. */
     add_model(cfg, "image-v2", 22000, 4800, MODEL_GENERATION, 2.5);
     add_model(cfg, "image-hq", 24000, 6000, MODEL_GENERATION, 6.0);
@@ -170,6 +171,18 @@ static const struct key_def keys[] = {
     K_INT("scheduler", "free_tier_every", sched.free_tier_every, 1, 1000),
     K_INT("capacity", "max_gpus", max_gpus, 0, 100000),
     K_INT("capacity", "window_s", capacity_window_s, 10, 86400),
+    K_DBL("admission", "interactive_max_wait_s", admit.max_wait_s[SCHED_LANE_INTERACTIVE], 0, 1e7),
+    K_DBL("admission", "batch_max_wait_s", admit.max_wait_s[SCHED_LANE_BATCH], 0, 1e7),
+    K_DBL("admission", "min_retry_s", admit.min_retry_s, 0.001, 3600),
+    K_DBL("admission", "booking_grace_s", admit.booking_grace_s, 0, 3600),
+    K_DBL("admission", "throughput_window_s", admit.throughput_tau_s, 1, 86400),
+    K_INT("admission", "reserved_gpus", reserved_gpus, 0, 100000),
+    K_DBL("admission", "assumed_capacity", admit.assumed_capacity, 0.001, 1e6),
+    K_DBL("admission", "default_weight", admit.tenant_default.weight, 0.000001, 1e6),
+    K_DBL("admission", "default_rate_gpu_s_per_min", admit.tenant_default.rate_gpu_s_per_min, 0,
+          1e12),
+    K_DBL("admission", "default_burst_gpu_s", admit.tenant_default.burst_gpu_s, 0, 1e12),
+    K_INT("admission", "default_max_inflight", admit.tenant_default.max_inflight, 0, 1000000000),
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -292,6 +305,100 @@ static int set_model(struct head_config *cfg, const char *model, const char *sec
     return 1;
 }
 
+/* A number in lo..hi from value; 1 with err set naming section.key if not. */
+static int parse_num(const char *section, const char *key, const char *value, double lo,
+                     double hi, double *out, char *err, size_t errlen)
+{
+    char *end;
+    double d = strtod(value, &end);
+    if (end == value || *end || !(d >= lo && d <= hi)) {
+        snprintf(err, errlen, "%s.%s: must be a number in %g..%g", section, key, lo, hi);
+        return 1;
+    }
+    *out = d;
+    return 0;
+}
+
+/* [tenant.NAME]: a tenant's admission terms (core/admit.h). */
+static int set_tenant(struct head_config *cfg, const char *name, const char *section,
+                      const char *key, const char *value, char *err, size_t errlen)
+{
+    if (!name[0] || strlen(name) >= SCHED_NAME_MAX) {
+        snprintf(err, errlen, "%s: tenant name must be 1..%d characters", section,
+                 SCHED_NAME_MAX - 1);
+        return 1;
+    }
+    struct admit_tenant_policy *t = NULL;
+    for (int i = 0; i < cfg->ntenants && !t; i++)
+        if (!strcmp(cfg->tenants[i].name, name))
+            t = &cfg->tenants[i];
+    if (!t) {
+        if (cfg->ntenants == CONFIG_MAX_TENANTS) {
+            snprintf(err, errlen, "%s: too many tenants (max %d)", section, CONFIG_MAX_TENANTS);
+            return 1;
+        }
+        t = &cfg->tenants[cfg->ntenants++];
+        *t = cfg->admit.tenant_default;
+        snprintf(t->name, sizeof t->name, "%s", name);
+    }
+    double d;
+    if (!strcmp(key, "weight"))
+        return parse_num(section, key, value, 0.000001, 1e6, &t->weight, err, errlen);
+    if (!strcmp(key, "rate_gpu_s_per_min"))
+        return parse_num(section, key, value, 0, 1e12, &t->rate_gpu_s_per_min, err, errlen);
+    if (!strcmp(key, "burst_gpu_s"))
+        return parse_num(section, key, value, 0, 1e12, &t->burst_gpu_s, err, errlen);
+    if (!strcmp(key, "max_inflight")) {
+        if (parse_num(section, key, value, 0, 1e9, &d, err, errlen))
+            return 1;
+        if (d != (double)(int)d) {
+            snprintf(err, errlen, "%s.%s: must be an integer in 0..1000000000", section, key);
+            return 1;
+        }
+        t->max_inflight = (int)d;
+        return 0;
+    }
+    snprintf(err, errlen, "%s.%s: unknown setting (weight, rate_gpu_s_per_min, burst_gpu_s, "
+             "max_inflight)", section, key);
+    return 1;
+}
+
+/* [capability.NAME] max_gpus: a fan-out cap (R14). */
+static int set_fanout(struct head_config *cfg, const char *name, const char *section,
+                      const char *key, const char *value, char *err, size_t errlen)
+{
+    if (!name[0] || strlen(name) >= SCHED_NAME_MAX) {
+        snprintf(err, errlen, "%s: capability name must be 1..%d characters", section,
+                 SCHED_NAME_MAX - 1);
+        return 1;
+    }
+    if (strcmp(key, "max_gpus")) {
+        snprintf(err, errlen, "%s.%s: unknown setting (max_gpus)", section, key);
+        return 1;
+    }
+    double d;
+    if (parse_num(section, key, value, 0, 100000, &d, err, errlen))
+        return 1;
+    if (d != (double)(int)d) {
+        snprintf(err, errlen, "%s.%s: must be an integer in 0..100000", section, key);
+        return 1;
+    }
+    struct fanout_config *f = NULL;
+    for (int i = 0; i < cfg->nfanout && !f; i++)
+        if (!strcmp(cfg->fanout[i].name, name))
+            f = &cfg->fanout[i];
+    if (!f) {
+        if (cfg->nfanout == CONFIG_MAX_CAPS) {
+            snprintf(err, errlen, "%s: too many capabilities (max %d)", section, CONFIG_MAX_CAPS);
+            return 1;
+        }
+        f = &cfg->fanout[cfg->nfanout++];
+        snprintf(f->name, sizeof f->name, "%s", name);
+    }
+    f->max_gpus = (int)d;
+    return 0;
+}
+
 static int on_setting(void *arg, const char *section, const char *key, const char *value,
                       int line, char *err, size_t errlen)
 {
@@ -320,6 +427,10 @@ static int on_setting(void *arg, const char *section, const char *key, const cha
     }
     if (!strncmp(section, "model.", 6))
         return set_model(cfg, section + 6, section, key, value, err, errlen);
+    if (!strncmp(section, "tenant.", 7))
+        return set_tenant(cfg, section + 7, section, key, value, err, errlen);
+    if (!strncmp(section, "capability.", 11))
+        return set_fanout(cfg, section + 11, section, key, value, err, errlen);
     snprintf(err, errlen, "[%s]: unknown section", section);
     return 1;
 }
@@ -378,6 +489,19 @@ int config_print(const struct head_config *cfg, FILE *f)
         put_double(f, cfg->run_s[i]);
         fputc('\n', f);
     }
+    for (int i = 0; i < cfg->ntenants; i++) {
+        const struct admit_tenant_policy *t = &cfg->tenants[i];
+        fprintf(f, "\n[tenant.%s]\nweight = ", t->name);
+        put_double(f, t->weight);
+        fputs("\nrate_gpu_s_per_min = ", f);
+        put_double(f, t->rate_gpu_s_per_min);
+        fputs("\nburst_gpu_s = ", f);
+        put_double(f, t->burst_gpu_s);
+        fprintf(f, "\nmax_inflight = %d\n", t->max_inflight);
+    }
+    for (int i = 0; i < cfg->nfanout; i++)
+        fprintf(f, "\n[capability.%s]\nmax_gpus = %d\n", cfg->fanout[i].name,
+                cfg->fanout[i].max_gpus);
     return ferror(f) ? GPUQ_EIO : 0;
 }
 

@@ -7,12 +7,20 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/admit.h"
 #include "core/breaker.h"
 #include "core/lifecycle.h"
 #include "core/sched.h"
 
 #define CONFIG_MAX_MODELS 64
 #define CONFIG_MAX_CAPS 64
+#define CONFIG_MAX_TENANTS 64
+
+/* [capability.NAME] max_gpus: a fan-out cap (R14, sched_cap_limit). */
+struct fanout_config {
+    char name[SCHED_NAME_MAX];
+    int max_gpus;                /* 0 = none */
+};
 
 struct cap_config {
     char name[SCHED_NAME_MAX];
@@ -51,6 +59,16 @@ struct head_config {
     /* [capacity] */
     int max_gpus;                /* the fleet's maximum size (R13); 0 (default) = GPUs registered */
     int capacity_window_s;       /* throughput measured over this much past; default 300 */
+    /* [admission] lane bounds, Retry-After, default tenant terms (core/admit.h) */
+    struct admit_policy admit;
+    int reserved_gpus;           /* the first N workers to register serve interactive only
+                                    (batch borrows them when interactive is idle); default 0 */
+    /* [tenant.NAME] weight, rate_gpu_s_per_min, burst_gpu_s, max_inflight */
+    struct admit_tenant_policy tenants[CONFIG_MAX_TENANTS];
+    int ntenants;
+    /* [capability.NAME] max_gpus */
+    struct fanout_config fanout[CONFIG_MAX_CAPS];
+    int nfanout;
     /* [capabilities] name = default model; [model.NAME] vram_mb, load_ms, class */
     struct cap_config caps[CONFIG_MAX_CAPS];
     int ncaps;

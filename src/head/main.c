@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/timer.h"
 #include "head/args.h"
+#include "head/admission.h"
 #include "head/datadir.h"
 #include "head/batches.h"
 #include "head/dispatch.h"
@@ -60,6 +61,7 @@ int main(int argc, char **argv)
     h.registry = registry_create();
     h.committer = committer_create(h.store);
     h.timers = timers_create();
+    h.admission = admission_create(&h.cfg);
     h.disp = dispatcher_create(&h);
     if (tenants_load(h.tenants, h.store) || head_recover(&h) || head_batches_recover(&h)) {
         log_error(MOD, "cannot load state from the store");

@@ -242,7 +242,12 @@ static bool admission(struct sim *s, int job, const struct job_spec *spec)
         return false;
     }
     if (retry) {
-        s->adm.on_time++;
+        /* Honest: room really was there at the time given, within 25% of
+         * it — the wait it now faces exceeds the bound by no more than what
+         * 0.25 x Retry-After would have drained (the queue was that much later
+         * than promised) — and none at 0.75 of it (the probe). */
+        if (v.bound_s <= 0 || v.wait_s - v.bound_s <= 0.25 * j->ra_s)
+            s->adm.on_time++;
         if (j->probe_room)
             s->adm.probe_room++;
     }

@@ -59,6 +59,11 @@ struct job_rec {
     /* Shown, not stored: computed when the job is read (0 = none). */
     int64_t eta_start_ms, eta_finish_ms;
     char waiting_reason[160];        /* queued: why it cannot start now ("" = it can) */
+    /* Admission (not stored): counted by head_admit, under this tenant name;
+     * order_ns: the batch lane's fair-queuing tag (0 = submit order). */
+    bool admitted;
+    char tenant_name[REC_NAME_MAX];
+    int64_t order_ns;
     struct lc_attempt *attempts;
     int nattempts;
 };
