@@ -7,6 +7,7 @@
 #include "api/routes_ext.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +68,7 @@ struct parse_ctx {
     int nerr;
     struct buf errors;         /* rendered [{"index",...}] entries */
     int status;                /* the refusal's status: 400 unless every error says otherwise */
+    double retry_after_s;      /* the longest Retry-After of jobs admission refused (429) */
 };
 
 static void add_error(struct parse_ctx *p, int index, const struct api_error *e)
@@ -124,6 +126,19 @@ static int parse_one(void *arg, int index, const char *text, size_t len)
         return 0;
     }
     rec.cost_s = head_job_cost(c->h, &rec);
+    /* Admission, job by job, as for POST /v1/jobs: each admitted job is counted
+     * (and uncounted if the batch is refused after all). */
+    struct admit_verdict v;
+    if (head_admit(c->h, &c->who->tenant, &rec, &v) == 0 && v.outcome != ADMIT_OK) {
+        bool retry = v.outcome == ADMIT_RETRY;
+        api_error_set(&err, retry ? 429 : 422, retry ? "overloaded" : "too_large", "lane", "%s",
+                      v.why);
+        if (retry && v.retry_after_s > p->retry_after_s)
+            p->retry_after_s = v.retry_after_s;
+        add_error(p, index, &err);
+        job_rec_free_fields(&rec);
+        return 0;
+    }
     p->recs[p->n++] = rec;
     return 0;
 }
@@ -193,6 +208,11 @@ void route_batch_post(const struct route_call *c)
         json_render_error(&c->resp->body, &err);
         route_reply_json(c, err.status);
     } else if (p.nerr) {
+        head_batch_unadmit(c->h, p.recs, p.n);
+        if (p.status == 429) {
+            long long after = (long long)ceil(p.retry_after_s);
+            http_resp_header(c->resp, "Retry-After", "%lld", after > 0 ? after : 1);
+        }
         struct buf *out = &c->resp->body;
         buf_reset(out);
         buf_printf(out, "{\"error\":{\"code\":\"invalid_batch\",\"field\":\"jobs\",\"message\":"

@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "head/admission.h"
 #include "head/dispatch.h"
 #include "head/ops.h"
 
@@ -149,6 +150,8 @@ static void batch_op_done(struct commit_op *op, int rc)
     if (rc == 0)
         add_locked(h->batches, &o->rec);
     pthread_mutex_unlock(&h->batches->lock);
+    if (rc != 0)
+        head_batch_unadmit(h, o->jobs, n); /* nothing was stored */
     if (rc == 0) {
         for (int i = 0; i < n; i++)
             dispatcher_job_add(h->disp, &o->jobs[i]);
@@ -186,6 +189,8 @@ void head_batch_submit(struct head *h, int64_t tenant_id, struct job_rec *recs, 
         r->idem_key[0] = '\0'; /* batch jobs have no idempotency key of their own */
         lc_init(&r->lc, r->lc.deadline_ms, r->lc.timeout_ms);
         r->created_ms = o->rec.created_ms;
+        if (r->admitted)
+            admission_bind(h->admission, r->tenant_name, r);
         o->jobs[i] = *r;
         o->jobs[i].params_json = xstrdup(r->params_json ? r->params_json : "{}");
         o->jobs[i].attempts = NULL;
@@ -195,6 +200,13 @@ void head_batch_submit(struct head *h, int64_t tenant_id, struct job_rec *recs, 
     }
     committer_submit(h->committer, &o->op);
     jobs_unlock(h->jobs);
+}
+
+void head_batch_unadmit(struct head *h, const struct job_rec *recs, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (recs[i].admitted)
+            admission_undo(h->admission, recs[i].tenant_name, &recs[i]);
 }
 
 /* ---- progress ---- */

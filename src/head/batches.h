@@ -33,6 +33,10 @@ typedef void (*head_batch_done_fn)(void *arg, int rc, uint64_t batch_id);
 void head_batch_submit(struct head *h, int64_t tenant_id, struct job_rec *recs, int n,
                        head_batch_done_fn done, void *arg);
 
+/* Undoes the admission (head_admit) of recs[0..n) that were admitted: a
+ * batch refused as a whole counts none of its jobs. */
+void head_batch_unadmit(struct head *h, const struct job_rec *recs, int n);
+
 /* What a reader sees of a batch. */
 struct batch_job {
     uint64_t id;

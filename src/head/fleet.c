@@ -81,7 +81,7 @@ int head_capacity(struct head *h, struct capacity_report *out)
     free(ws);
     out->max_gpus_set = h->cfg.max_gpus > 0;
     in->max_gpus = out->max_gpus_set ? h->cfg.max_gpus : out->gpus_registered;
-    in->reserved_gpus = 0;
+    in->reserved_gpus = h->cfg.reserved_gpus; /* [admission] reserved_gpus */
     in->window_s = h->cfg.capacity_window_s;
     int64_t now = clock_wall_ms();
     struct busy_ctx bc = {now, now - (int64_t)h->cfg.capacity_window_s * 1000, in};
@@ -89,12 +89,17 @@ int head_capacity(struct head *h, struct capacity_report *out)
     jobs_foreach(h->jobs, busy_job, &bc);
     jobs_unlock(h->jobs);
 
-    /* Every tenant is a batch tenant of weight 1. */
+    /* Every tenant may send batch work: its weight is its [tenant.NAME] weight,
+     * else [admission] default_weight. */
     struct tenant_rec *ts = NULL;
     int nt = head_tenants_list(h, &ts);
     for (int i = 0; i < nt && in->ntenants < CAPACITY_MAX_TENANTS; i++) {
+        double w = h->cfg.admit.tenant_default.weight;
+        for (int k = 0; k < h->cfg.ntenants; k++)
+            if (!strcmp(h->cfg.tenants[k].name, ts[i].name))
+                w = h->cfg.tenants[k].weight;
         snprintf(out->tenants[in->ntenants], REC_NAME_MAX, "%s", ts[i].name);
-        in->weights[in->ntenants++] = 1.0;
+        in->weights[in->ntenants++] = w;
     }
     free(ts);
     return capacity_plan(in, &out->plan);

@@ -261,3 +261,23 @@ def test_batch_backlog_capacity_answers_match_openapi(head):
     assert_valid(spec, "/v1/backlog", "get", c.get("/v1/backlog"))
     assert_valid(spec, "/v1/capacity", "get", head.admin().get("/v1/capacity"))
     assert_valid(spec, "/v1/capacity", "get", c.get("/v1/capacity"))
+
+
+def test_batch_goes_through_admission_all_or_nothing(head_factory):
+    # acme's bucket holds 4 jobs' worth of GPU-seconds and refills slowly.
+    h = head_factory(config_text="[tenant.acme]\nrate_gpu_s_per_min = 0.5\n"
+                                 "burst_gpu_s = 40\n")
+    c = h.client(h.add_tenant("acme"))
+    cost = c.post("/v1/batches", {"jobs": [job(0)]}).json()["backlog_gpu_s"]
+    assert 0 < cost < 20
+    n_fit = int((40 - cost) // cost)
+    r = c.post("/v1/batches", {"jobs": [job(i) for i in range(n_fit + 3)]})
+    assert r.status == 429, r
+    assert int(r.header("Retry-After")) >= 1
+    errs = r.json()["errors"]
+    assert errs and all(e["code"] == "overloaded" for e in errs)
+    assert errs[0]["index"] == n_fit
+    # Nothing of the refused batch was queued.
+    assert len(c.get("/v1/jobs").json()["jobs"]) == 1
+    assert len(c.get("/v1/batches").json()["batches"]) == 1
+    assert c.get("/v1/backlog").json()["queued"] == 1
