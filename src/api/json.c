@@ -643,6 +643,47 @@ static void put_ms(struct buf *out, const char *key, int64_t ms)
         buf_printf(out, ",\"%s\":null", key);
 }
 
+int json_parse_batch(const char *body, size_t len, int max_jobs,
+                     int (*each)(void *arg, int index, const char *job, size_t len), void *arg,
+                     int *njobs, struct api_error *err)
+{
+    *njobs = 0;
+    json_t *root = parse_object(body, len, err);
+    if (!root)
+        return GPUQ_EINVAL;
+    int ret = GPUQ_EINVAL;
+    static const char *const keys[] = {"jobs", NULL};
+    if (check_keys(root, keys, "", err))
+        goto out;
+    json_t *jobs = json_object_get(root, "jobs");
+    if (!jobs) {
+        api_error_set(err, 400, "missing_field", "jobs", "jobs: required (an array of jobs)");
+        goto out;
+    }
+    if (!json_is_array(jobs)) {
+        api_error_set(err, 400, "invalid_field", "jobs", "jobs: must be an array of jobs");
+        goto out;
+    }
+    size_t n = json_array_size(jobs);
+    if (n == 0 || n > (size_t)max_jobs) {
+        api_error_set(err, 400, "invalid_field", "jobs",
+                      "jobs: must hold 1..%d jobs (jobs.max_batch_jobs), not %zu", max_jobs, n);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char *text = json_dumps(json_array_get(jobs, i), JSON_COMPACT | JSON_ENCODE_ANY);
+        int rc = each(arg, (int)i, text ? text : "", text ? strlen(text) : 0);
+        free(text);
+        if (rc)
+            goto out;
+    }
+    *njobs = (int)n;
+    ret = 0;
+out:
+    json_decref(root);
+    return ret;
+}
+
 void json_render_job(struct buf *out, const struct job_rec *j, const char *tenant_name)
 {
     buf_printf(out, "{\"id\":\"%llu\",\"tenant\":", (unsigned long long)j->id);

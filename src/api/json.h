@@ -37,6 +37,13 @@ int json_parse_job(const char *body, size_t len, const struct head_config *cfg,
                    const struct tenant_rec *tenant, const char *idem_header, int64_t now_ms,
                    struct job_rec *out, struct api_error *err);
 void json_render_job(struct buf *out, const struct job_rec *j, const char *tenant_name);
+/* A POST /v1/batches body, {"jobs":[JOB, ...]} with 1..max_jobs jobs: calls
+ * each(arg, index, text, len) with every job re-serialized (to be parsed by
+ * json_parse_job); each returning nonzero stops the walk. GPUQ_EINVAL with err
+ * set when the body itself is malformed. *njobs: the count, when 0 is returned. */
+int json_parse_batch(const char *body, size_t len, int max_jobs,
+                     int (*each)(void *arg, int index, const char *job, size_t len), void *arg,
+                     int *njobs, struct api_error *err);
 
 /* Admin bodies. */
 int json_parse_tenant(const char *body, size_t len, char *name, size_t nsize,

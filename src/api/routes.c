@@ -8,6 +8,7 @@
 #include "api/routes.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "api/json.h"
+#include "api/routes_ext.h"
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/err.h"
@@ -312,6 +314,36 @@ static void submit_finish(void *arg, struct http_resp *resp)
     later_free(l);
 }
 
+/* Admission refused the job (nothing was stored): 429 with Retry-After (whole
+ * seconds, rounded up) when waiting helps, 422 when it never will; the body
+ * says why, for how long, and the backlog the wait was computed from. */
+static void refuse_admission(struct ctx *c, const struct job_rec *rec,
+                             const struct admit_verdict *v)
+{
+    static const char *reasons[] = {"none", "lane_wait", "rate", "inflight", "job_cost", "burst"};
+    bool retry = v->outcome == ADMIT_RETRY;
+    int status = retry ? 429 : 422;
+    struct api_error e;
+    api_error_set(&e, status, retry ? "overloaded" : "too_large", NULL, "%s", v->why);
+    struct buf *b = &c->resp->body;
+    buf_reset(b);
+    json_render_error(b, &e);
+    b->len--; /* reopen the object: the admission fields follow the error */
+    buf_printf(b, ",\"reason\":\"%s\",\"lane\":\"%s\",\"backlog_gpu_s\":%.3f,"
+                  "\"throughput_gpu_s_per_s\":%.3f,\"wait_s\":%.3f,\"bound_s\":%.3f,"
+                  "\"cost_s\":%.3f",
+               reasons[v->reason < 6 ? v->reason : 0], job_lane_name(rec->lane), v->backlog_gpu_s,
+               v->throughput, isfinite(v->wait_s) ? v->wait_s : -1, v->bound_s, rec->cost_s);
+    if (retry) {
+        long long after = (long long)ceil(v->retry_after_s);
+        buf_printf(b, ",\"retry_after_s\":%.3f}", v->retry_after_s);
+        http_resp_header(c->resp, "Retry-After", "%lld", after > 0 ? after : 1);
+    } else {
+        buf_puts(b, ",\"retry_after_s\":null}");
+    }
+    reply_json(c, status);
+}
+
 /* The answer is sent once the job is durable (group commit); the connection
  * waits suspended meanwhile, holding no thread. */
 static void post_job(struct ctx *c)
@@ -343,6 +375,12 @@ static void post_job(struct ctx *c)
         return;
     }
     rec.cost_s = head_job_cost(c->h, &rec);
+    struct admit_verdict v;
+    if (head_admit(c->h, &c->who.tenant, &rec, &v) == 0 && v.outcome != ADMIT_OK) {
+        refuse_admission(c, &rec, &v);
+        job_rec_free_fields(&rec);
+        return;
+    }
     struct later *l = later_new(c);
     http_defer(c->req, submit_finish, l);
     head_submit(c->h, &rec, later_done, l);
@@ -1269,9 +1307,9 @@ static void get_readyz(struct ctx *c)
 #define WORKER (1u << CALLER_WORKER)
 
 /* The body a route reads: none (a stray small one is tolerated and ignored),
- * a JSON document (max_body_bytes), a job's output (max_result_bytes), or an
- * uploaded input (max_input_bytes). */
-enum body_kind { BODY_NONE, BODY_JSON, BODY_RESULT, BODY_INPUT };
+ * a JSON document (max_body_bytes), a job's output (max_result_bytes), an
+ * uploaded input (max_input_bytes), or a batch of jobs (max_batch_body_bytes). */
+enum body_kind { BODY_NONE, BODY_JSON, BODY_RESULT, BODY_INPUT, BODY_BATCH };
 #define BODY_NONE_LIMIT 1024
 
 /* A route. Invariant: (method, path) pairs are unique; a path segment "{id}"
@@ -1285,6 +1323,19 @@ struct route {
     enum body_kind body;
     const char *denied;
 };
+
+/* Handlers in other files (routes_ext.h), called with the admitted request. */
+#define EXT_ROUTE(name)                                                                        \
+    static void name(struct ctx *c)                                                            \
+    {                                                                                          \
+        route_##name(&(struct route_call){c->h, &c->who, c->req, c->resp, c->id});             \
+    }
+EXT_ROUTE(batch_post)
+EXT_ROUTE(batch_get)
+EXT_ROUTE(batch_delete)
+EXT_ROUTE(batch_list)
+EXT_ROUTE(backlog_get)
+EXT_ROUTE(capacity_get)
 
 static const struct route routes[] = {
     {"GET", "/healthz", get_healthz, ANYONE, BODY_NONE, NULL},
@@ -1305,7 +1356,18 @@ static const struct route routes[] = {
     {"POST", "/v1/inputs", post_input, TENANT, BODY_INPUT,
      "inputs are uploaded with a tenant's key"},
     {"GET", "/v1/inputs/{name}", get_input, TENANT, BODY_NONE, "uploads are read by their tenant"},
+    {"POST", "/v1/batches", batch_post, TENANT, BODY_BATCH,
+     "batches are submitted with a tenant's key"},
+    {"GET", "/v1/batches", batch_list, TENANT | ADMIN, BODY_NONE, "this key cannot list batches"},
+    {"GET", "/v1/batches/{id}", batch_get, TENANT | ADMIN, BODY_NONE,
+     "this key cannot use the batches API"},
+    {"DELETE", "/v1/batches/{id}", batch_delete, TENANT | ADMIN, BODY_NONE,
+     "this key cannot use the batches API"},
+    {"GET", "/v1/backlog", backlog_get, TENANT | ADMIN, BODY_NONE,
+     "this key cannot read the backlog"},
     /* admin */
+    {"GET", "/v1/capacity", capacity_get, ADMIN, BODY_NONE,
+     "the capacity budget needs the admin key"},
     {"POST", "/v1/tenants", post_tenant, ADMIN, BODY_JSON, "this call needs the admin key"},
     {"GET", "/v1/tenants", list_tenants, ADMIN, BODY_NONE, "this call needs the admin key"},
     {"POST", "/v1/worker-tokens", post_worker_token, ADMIN, BODY_JSON,
@@ -1450,6 +1512,8 @@ static int64_t body_limit(const struct ctx *c)
         return c->who.kind == CALLER_NONE ? BODY_NONE_LIMIT : cfg->max_body_bytes;
     case BODY_INPUT:
         return c->who.kind == CALLER_TENANT ? cfg->max_input_bytes : cfg->max_body_bytes;
+    case BODY_BATCH:
+        return c->who.kind == CALLER_TENANT ? cfg->max_batch_body_bytes : cfg->max_body_bytes;
     case BODY_NONE:
     default:
         return BODY_NONE_LIMIT;

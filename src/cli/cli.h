@@ -57,5 +57,11 @@ int cmd_worker_token_add(int argc, char **argv);
 int cmd_workers(int argc, char **argv);
 int cmd_drain(int argc, char **argv);
 int cmd_resubmit(int argc, char **argv);
+int cmd_batch_submit(int argc, char **argv);
+int cmd_batch_get(int argc, char **argv);
+int cmd_batch_cancel(int argc, char **argv);
+int cmd_batch_ls(int argc, char **argv);
+int cmd_backlog(int argc, char **argv);
+int cmd_capacity(int argc, char **argv);
 
 #endif

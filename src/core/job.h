@@ -37,4 +37,10 @@ struct sjob {
     char moved_off[SCHED_NAME_MAX];
 };
 
+/* sjob_order: the job's dispatch order key within its lane and tier. */
+static inline int64_t sjob_order(const struct sjob *j)
+{
+    return j->spec.order_ns ? j->spec.order_ns : j->spec.submit_ns;
+}
+
 #endif

@@ -1,4 +1,4 @@
-/* queue.c: per-capability priority FIFO (see queue.h). */
+/* queue.c: per-capability priority queue, FIFO by order key (see queue.h). */
 #include "core/queue.h"
 
 #include <string.h>
@@ -18,13 +18,21 @@ void job_queue_push(struct job_queue *q, struct sjob *j)
 {
     int l = list_of(j);
     j->qlist = l;
-    j->next = NULL;
-    j->prev = q->tail[l];
-    if (q->tail[l])
-        q->tail[l]->next = j;
+    /* In order of sjob_order: from the tail, as most jobs arrive in order (a
+     * fair-queuing tag of a light tenant may go further forward). */
+    struct sjob *after = q->tail[l];
+    while (after && sjob_order(after) > sjob_order(j))
+        after = after->prev;
+    j->prev = after;
+    j->next = after ? after->next : q->head[l];
+    if (j->next)
+        j->next->prev = j;
+    else
+        q->tail[l] = j;
+    if (after)
+        after->next = j;
     else
         q->head[l] = j;
-    q->tail[l] = j;
     q->count++;
 }
 

@@ -1,5 +1,5 @@
 /* queue.h: one capability's queue of waiting jobs, ordered by lane then tier
- * then arrival. Interactive always goes before batch (R8); within a lane the
+ * then order key (sjob_order: the fair-queuing tag, else arrival). Interactive always goes before batch (R8); within a lane the
  * paid tier goes first, but every free_every-th pick serves the free tier when
  * it waits, so the lower tier is never starved (R9).
  * Invariant: count = total of the four FIFO lists; jobs are linked through
@@ -19,7 +19,7 @@ struct job_queue {
 };
 
 void job_queue_init(struct job_queue *q, int free_every);
-/* job_queue_push appends; push_front puts a job back at the head of its list
+/* job_queue_push inserts by order key (after equal keys); push_front puts a job back at the head of its list
  * (a placed job returning keeps its place ahead of newer arrivals). */
 void job_queue_push(struct job_queue *q, struct sjob *j);
 void job_queue_push_front(struct job_queue *q, struct sjob *j);

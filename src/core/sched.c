@@ -368,17 +368,26 @@ static void placed_unlink(struct sched *s, struct sjob *j)
     sched_worker_sync_open(s, w);
 }
 
+/* Appends j to w's placed jobs — an interactive job ahead of every batch job
+ * placed there (none of them has started), so it never waits behind one. */
 static void placed_append(struct sched *s, struct sworker *w, struct sjob *j)
 {
     j->w = w;
     j->state = SJOB_PLACED;
-    j->next = NULL;
-    j->prev = w->placed_tail;
-    if (w->placed_tail)
-        w->placed_tail->next = j;
+    struct sjob *after = w->placed_tail;
+    if (j->spec.lane == SCHED_LANE_INTERACTIVE)
+        while (after && after->spec.lane == SCHED_LANE_BATCH)
+            after = after->prev;
+    j->prev = after;
+    j->next = after ? after->next : w->placed_head;
+    if (j->next)
+        j->next->prev = j;
+    else
+        w->placed_tail = j;
+    if (after)
+        after->next = j;
     else
         w->placed_head = j;
-    w->placed_tail = j;
     w->nplaced++;
     s->nplaced++;
     if (j->spec.nexclude > 0 && sched_job_excludes(j, w->info.id)) {
@@ -418,6 +427,8 @@ static void queue_job(struct sched *s, struct sjob *j, bool front)
         job_queue_push(&q->q, j);
     q->cost_s += j->cost_s;
     s->caps[j->cap].nqueued++;
+    if (j->spec.lane == SCHED_LANE_INTERACTIVE)
+        s->caps[j->cap].nqueued_interactive++;
     s->nqueued++;
 }
 
@@ -433,6 +444,8 @@ static void unqueue_job(struct sched *s, struct sjob *j, bool served)
     if (q->q.count == 0)
         q->cost_s = 0; /* no drift from rounding */
     s->caps[j->cap].nqueued--;
+    if (j->spec.lane == SCHED_LANE_INTERACTIVE)
+        s->caps[j->cap].nqueued_interactive--;
     s->nqueued--;
 }
 
@@ -640,6 +653,27 @@ double sched_estimate_cost(const struct sched *s, const struct job_spec *j)
     int model = v ? (int)(intptr_t)v - 1 : -1;
     double work = estimator_work(j->width, j->height, j->steps, j->frames);
     return estimator_run_s(s->est, model, -1, work);
+}
+
+double sched_expected_load_s(const struct sched *s, const struct job_spec *j)
+{
+    if (!s || !j || !j->model[0])
+        return 0;
+    void *mv = hashmap_get_str(&s->model_ix, j->model);
+    void *cv = hashmap_get_str(&s->cap_ix, j->capability);
+    if (!mv)
+        return 0;
+    int model = (int)(intptr_t)mv - 1;
+    int cap = cv ? (int)(intptr_t)cv - 1 : -1;
+    for (int i = 0; i < s->nworkers; i++) {
+        const struct sworker *w = s->workers[i];
+        if (!worker_usable(w) || (cap >= 0 && sched_worker_cap_slot(w, cap) < 0))
+            continue;
+        for (int k = 0; k < w->info.nloaded; k++)
+            if (w->loaded_model[k] == model)
+                return 0;
+    }
+    return sched_model_load_s(s, model);
 }
 
 int sched_job_add(struct sched *s, const struct job_spec *spec, int64_t now)
@@ -917,8 +951,8 @@ int sched_dispatch(struct sched *s, int64_t now,
             if (!best || h->spec.lane < best->spec.lane ||
                 (h->spec.lane == best->spec.lane && h->spec.tier < best->spec.tier) ||
                 (h->spec.lane == best->spec.lane && h->spec.tier == best->spec.tier &&
-                 (h->spec.submit_ns < best->spec.submit_ns ||
-                  (h->spec.submit_ns == best->spec.submit_ns && h->spec.id < best->spec.id))))
+                 (sjob_order(h) < sjob_order(best) ||
+                  (sjob_order(h) == sjob_order(best) && h->spec.id < best->spec.id))))
                 best = h;
         }
         if (!best)
@@ -986,8 +1020,8 @@ static double work_ahead(const struct sched *s, const struct sjob *j, const bool
             for (const struct sjob *o = q->q.head[l]; o; o = o->next) {
                 if (o == j)
                     break;
-                if (l == j->qlist && (o->spec.submit_ns > j->spec.submit_ns ||
-                                      (o->spec.submit_ns == j->spec.submit_ns &&
+                if (l == j->qlist && (sjob_order(o) > sjob_order(j) ||
+                                      (sjob_order(o) == sjob_order(j) &&
                                        o->spec.id > j->spec.id)))
                     break;
                 ahead += o->cost_s;

@@ -10,6 +10,12 @@
  *   bounded queue, not started: may still move — late binding, R20), running
  *   (taken by the worker; holds a slot until finished).
  *
+ * Lanes (R8): interactive jobs go before batch jobs everywhere — in the
+ * queues, and in each worker's placed list (an interactive job is placed
+ * ahead of any batch job not yet started). Batch jobs bind late: one is placed
+ * only on a worker with a free slot (it starts at once), so no interactive job
+ * ever queues behind a batch job that has not started.
+ *
  * Flow: sched_job_add → sched_dispatch places queued jobs into worker queues,
  * one decision (with explanation) each → sched_take hands a worker its next
  * placed job (it becomes running) → sched_job_finished frees the slot and
@@ -67,6 +73,10 @@ struct worker_info {
     double speed;                     /* measured relative speed; 1.0 = nominal, 0 = unknown */
     bool healthy;
     bool draining;                    /* takes nothing new */
+    /* In the reserved interactive pool (R8): a batch job may start here only
+     * while no interactive job of its capabilities waits, and only on a free
+     * slot, so the GPU is back to interactive work at the batch job's end. */
+    bool reserved;
 };
 
 /* What the scheduler needs of a job. */
@@ -78,6 +88,9 @@ struct job_spec {
     enum sched_tier tier;
     uint32_t width, height, steps, frames; /* 0 = not given */
     int64_t submit_ns;
+    /* Dispatch order within its lane and tier, smaller first: the batch
+     * lane's fair-queuing tag from admit_accept (core/admit.h); 0 = submit_ns. */
+    int64_t order_ns;
     /* Retry: workers to avoid (those that failed the job). Borrowed for the
      * call: sched_job_add copies them. The scheduler avoids every one of them
      * while another worker of the capability that is alive, healthy, not
@@ -153,6 +166,10 @@ int sched_worker_remove(struct sched *s, const char *worker_id, int64_t now,
 /* Jobs. */
 /* sched_estimate_cost: estimated GPU-seconds for the job on a nominal GPU (R7). */
 double sched_estimate_cost(const struct sched *s, const struct job_spec *j);
+/* sched_expected_load_s: the model load the job should expect — 0 when a
+ * usable worker of its capability has its model resident, else the model's
+ * load time (measured, else its prior). */
+double sched_expected_load_s(const struct sched *s, const struct job_spec *j);
 int sched_job_add(struct sched *s, const struct job_spec *j, int64_t now);
 /* Removes a queued/placed job; a running job is only forgotten (the caller aborts it). */
 int sched_job_cancel(struct sched *s, uint64_t job_id, int64_t now);

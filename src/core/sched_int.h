@@ -52,6 +52,7 @@ struct scap {
     char name[SCHED_NAME_MAX];
     struct heap full; /* lazy min-heap of full (usable, not open) member workers */
     int nqueued;      /* its jobs waiting, over all its models' queues */
+    int nqueued_interactive; /* of them, interactive (a reserved GPU lends to batch only at 0) */
     struct sworker **open;
     int nopen, capopen;
     int members, usable;

@@ -251,6 +251,21 @@ static bool fanout_blocks(const struct sched *s, const struct sworker *w, const 
     return s->nqueued + s->nplaced + s->nrunning >= s->nworkers;
 }
 
+/* Batch binds late (R8): a batch job goes only to a worker with a free slot,
+ * where it starts at once; on a reserved worker, only while no interactive
+ * job of the worker's capabilities waits. */
+static bool batch_blocked(const struct sched *s, const struct sworker *w)
+{
+    if (w->nrunning + w->nplaced >= w->info.concurrency)
+        return true;
+    if (!w->info.reserved)
+        return false;
+    for (int k = 0; k < w->ncaps; k++)
+        if (s->caps[w->caps[k]].nqueued_interactive > 0)
+            return true;
+    return false;
+}
+
 int sched_score_one(struct sched *s, struct sworker *w, const struct sjob *j, int64_t now,
                     struct sched_candidate *c)
 {
@@ -266,6 +281,8 @@ int sched_score_one(struct sched *s, struct sworker *w, const struct sjob *j, in
     if (sched_job_excludes(j, w->info.id) && sched_exclusion_binds(s, j))
         return SCORE_F_EXCLUDED;
     if (fanout_blocks(s, w, j))
+        return SCORE_F_BUSY;
+    if (j->spec.lane == SCHED_LANE_BATCH && batch_blocked(s, w))
         return SCORE_F_BUSY;
     sched_project(s, w, now);
     int64_t start = w->ready_ns;

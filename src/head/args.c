@@ -12,11 +12,14 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: gpuqd [--listen HOST:PORT] [--data DIR] [--config FILE] [--log-level LEVEL]\n"
+            "             [--print-config]\n"
             "  --listen     address to serve the API on (default 127.0.0.1:7070; port 0 = any)\n"
             "  --data       directory for the store and the admin key (default ./gpuq-data);\n"
             "               one gpuqd at a time may use it\n"
             "  --config     INI file with settings (see docs/configuration.md)\n"
             "  --log-level  debug | info | warn | error (default info)\n"
+            "  --print-config  print the effective configuration (the file, the flags and\n"
+            "               every default) as an INI file gpuqd accepts, and exit\n"
             "The admin key is $GPUQ_ADMIN_KEY, or DATA/admin.key (created on first start).\n");
 }
 
@@ -62,10 +65,12 @@ int args_parse(int argc, char **argv, struct head_config *cfg, struct listen_add
 {
     config_defaults(cfg);
     const char *listen = NULL, *data = NULL, *config = NULL;
+    int print_config = 0;
     static const struct option opts[] = {
         {"listen", required_argument, NULL, 'l'}, {"data", required_argument, NULL, 'd'},
         {"config", required_argument, NULL, 'c'}, {"log-level", required_argument, NULL, 'v'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+        {"help", no_argument, NULL, 'h'},         {"print-config", no_argument, NULL, 'p'},
+        {NULL, 0, NULL, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -80,6 +85,7 @@ int args_parse(int argc, char **argv, struct head_config *cfg, struct listen_add
             }
             break;
         case 'h': usage(stdout); return 0;
+        case 'p': print_config = 1; break;
         default: usage(stderr); return 2;
         }
     }
@@ -102,6 +108,13 @@ int args_parse(int argc, char **argv, struct head_config *cfg, struct listen_add
     if (split_listen(cfg->listen, addr)) {
         fprintf(stderr, "gpuqd: --listen: expected HOST:PORT, got '%s'\n", cfg->listen);
         return 2;
+    }
+    if (print_config) {
+        if (config_print(cfg, stdout) || fflush(stdout)) {
+            fprintf(stderr, "gpuqd: --print-config: cannot write the configuration\n");
+            return 1;
+        }
+        return 0;
     }
     return ARGS_RUN;
 }

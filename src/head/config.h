@@ -5,13 +5,22 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
+#include "core/admit.h"
 #include "core/breaker.h"
 #include "core/lifecycle.h"
 #include "core/sched.h"
 
 #define CONFIG_MAX_MODELS 64
 #define CONFIG_MAX_CAPS 64
+#define CONFIG_MAX_TENANTS 64
+
+/* [capability.NAME] max_gpus: a fan-out cap (R14, sched_cap_limit). */
+struct fanout_config {
+    char name[SCHED_NAME_MAX];
+    int max_gpus;                /* 0 = none */
+};
 
 struct cap_config {
     char name[SCHED_NAME_MAX];
@@ -39,6 +48,8 @@ struct head_config {
     int64_t max_input_bytes;     /* one uploaded input file (POST /v1/inputs); default 32 MiB */
     int max_extra_bytes;         /* params.extra serialized; default 16384 */
     int input_unused_s;          /* an upload no job names is deleted after; default 86400 */
+    int max_batch_jobs;          /* jobs in one POST /v1/batches; default 10000 */
+    int64_t max_batch_body_bytes; /* a POST /v1/batches body; default 16 MiB */
     /* [workers] */
     int heartbeat_ms;            /* default 2000 */
     int ttl_ms;                  /* silent longer than this → removed; default 15000 */
@@ -48,6 +59,19 @@ struct head_config {
     struct breaker_policy breaker;
     /* [scheduler] */
     struct sched_config sched;
+    /* [capacity] */
+    int max_gpus;                /* the fleet's maximum size (R13); 0 (default) = GPUs registered */
+    int capacity_window_s;       /* throughput measured over this much past; default 300 */
+    /* [admission] lane bounds, Retry-After, default tenant terms (core/admit.h) */
+    struct admit_policy admit;
+    int reserved_gpus;           /* the first N workers to register serve interactive only
+                                    (batch borrows them when interactive is idle); default 0 */
+    /* [tenant.NAME] weight, rate_gpu_s_per_min, burst_gpu_s, max_inflight */
+    struct admit_tenant_policy tenants[CONFIG_MAX_TENANTS];
+    int ntenants;
+    /* [capability.NAME] max_gpus */
+    struct fanout_config fanout[CONFIG_MAX_CAPS];
+    int nfanout;
     /* [capabilities] name = default model; [model.NAME] vram_mb, load_ms, class */
     struct cap_config caps[CONFIG_MAX_CAPS];
     int ncaps;
@@ -63,6 +87,9 @@ struct head_config {
 void config_defaults(struct head_config *cfg);
 /* config_load applies the file at path over cfg. GPUQ_EINVAL/ENOENT with err set. */
 int config_load(struct head_config *cfg, const char *path, char *err, size_t errlen);
+/* config_print writes cfg as an INI file that config_load reads back into the
+ * same settings (every key, defaults included). GPUQ_EIO if writing failed. */
+int config_print(const struct head_config *cfg, FILE *f);
 const struct cap_config *config_cap(const struct head_config *cfg, const char *name);
 const struct model_info *config_model(const struct head_config *cfg, const char *name);
 

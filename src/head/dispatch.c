@@ -17,6 +17,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/timer.h"
+#include "head/admission.h"
 #include "head/head.h"
 
 #define MOD "dispatch"
@@ -75,9 +76,18 @@ struct dispatcher {
     int64_t next_tick_ns;
     int64_t last_loop_ns;        /* when the loop last ran (stall detection) */
     struct hashmap breakers;     /* worker id → struct breaker (kept when a worker leaves) */
+    struct hashmap lanes;        /* worker id → struct lane_share (admission capacity, R8) */
+    int nreserved;               /* workers in the reserved interactive pool */
     char losing[SCHED_NAME_MAX]; /* the worker sched_worker_remove reports lost jobs of */
     /* published under lock: */
     struct dispatch_stats stats;
+};
+
+/* A worker's part of the lanes' capacity. reserved is decided once, when the
+ * worker is first seen: the first [admission] reserved_gpus workers. */
+struct lane_share {
+    double gpu_s_per_s; /* speed x slots while usable, else 0 */
+    bool reserved;
 };
 
 static void poller_unref(struct poller *p)
@@ -131,6 +141,7 @@ static void spec_from_rec(const struct job_rec *rec, struct job_spec *spec,
     spec->steps = rec->steps;
     spec->frames = rec->frames;
     spec->submit_ns = clock_mono_ns() - (clock_wall_ms() - rec->created_ms) * NS_PER_MS;
+    spec->order_ns = rec->order_ns;
     const char(*list)[SCHED_NAME_MAX];
     int n;
     lc_exclusions(&rec->lc, &list, &n);
@@ -271,6 +282,7 @@ static void assign_done(struct commit_op *op, int rc)
         if (j)
             jobs_changed(h->jobs, j);
         jobs_unlock(h->jobs);
+        admission_job_state(h->admission, a->rec.id, JOB_RUNNING);
         poller_finish(a->poller, 0, &a->rec);
     }
     job_rec_free_fields(&a->rec);
@@ -281,6 +293,7 @@ static void assign_done(struct commit_op *op, int rc)
  * now (under the table lock, see jobs.h); the poller gets it once durable. */
 static struct breaker *breaker_of(struct dispatcher *d, const char *worker_id);
 static void refresh_worker(struct dispatcher *d, const char *id, int64_t now);
+static void publish_capacity(struct dispatcher *d);
 
 static bool assign(struct dispatcher *d, struct poller *p, uint64_t job_id)
 {
@@ -425,6 +438,25 @@ static void remove_worker(struct dispatcher *d, const char *id, int64_t now)
     snprintf(d->losing, sizeof d->losing, "%.*s", SCHED_NAME_MAX - 1, id);
     sched_worker_remove(d->sched, id, now, on_lost, d);
     d->losing[0] = '\0';
+    struct lane_share *ls = hashmap_del_str(&d->lanes, id);
+    if (ls) {
+        if (ls->reserved)
+            d->nreserved--; /* the next worker to register takes its place */
+        free(ls);
+        publish_capacity(d);
+    }
+}
+
+/* Tells admission what became of a job the scheduler let go of. */
+static void admission_follow(struct dispatcher *d, uint64_t job_id)
+{
+    enum job_state st = JOB_CANCELLED;
+    jobs_lock(d->h->jobs);
+    struct hjob *j = jobs_find(d->h->jobs, job_id);
+    if (j)
+        st = (enum job_state)j->rec.lc.state;
+    jobs_unlock(d->h->jobs);
+    admission_job_state(d->h->admission, job_id, st);
 }
 
 static struct breaker *breaker_of(struct dispatcher *d, const char *worker_id)
@@ -458,6 +490,22 @@ static void breaker_event(struct dispatcher *d, const char *worker_id, const str
     registry_set_breaker(d->h->registry, worker_id, b);
 }
 
+/* The lanes' nominal capacity for admission: interactive may use every
+ * usable worker, batch the unreserved ones. */
+static void publish_capacity(struct dispatcher *d)
+{
+    double inter = 0, batch = 0;
+    size_t pos = 0;
+    void *v;
+    while (hashmap_next(&d->lanes, &pos, NULL, NULL, &v)) {
+        const struct lane_share *ls = v;
+        inter += ls->gpu_s_per_s;
+        if (!ls->reserved)
+            batch += ls->gpu_s_per_s;
+    }
+    admission_capacity(d->h->admission, inter, batch);
+}
+
 static void refresh_worker(struct dispatcher *d, const char *id, int64_t now)
 {
     struct worker_rec w;
@@ -468,6 +516,25 @@ static void refresh_worker(struct dispatcher *d, const char *id, int64_t now)
     struct breaker *b = hashmap_get_str(&d->breakers, id);
     if (b)
         breaker_apply(b, &info);
+    struct lane_share *ls = hashmap_get_str(&d->lanes, id);
+    if (!ls) {
+        ls = xcalloc(1, sizeof *ls);
+        ls->reserved = d->nreserved < d->h->cfg.reserved_gpus;
+        if (ls->reserved) {
+            d->nreserved++;
+            log_info(MOD, "worker %s is in the reserved interactive pool (%d of %d)", id,
+                     d->nreserved, d->h->cfg.reserved_gpus);
+        }
+        hashmap_put_str(&d->lanes, id, ls);
+    }
+    info.reserved = ls->reserved;
+    double share = info.healthy && !info.draining
+                       ? (info.speed > 0 ? info.speed : 1.0) * info.concurrency
+                       : 0;
+    if (share != ls->gpu_s_per_s) {
+        ls->gpu_s_per_s = share;
+        publish_capacity(d);
+    }
     sched_worker_update(d->sched, &info, now);
 }
 
@@ -506,9 +573,11 @@ static bool handle(struct dispatcher *d, struct dmsg *m, int64_t now)
         break;
     case M_JOB_CANCEL:
         sched_job_cancel(d->sched, m->job_id, now);
+        admission_follow(d, m->job_id);
         break;
     case M_JOB_FINISHED:
         sched_job_finished(d->sched, m->job_id, m->ok, m->load_ns, m->run_ns, now);
+        admission_follow(d, m->job_id);
         registry_inflight(d->h->registry, m->worker_id, -1);
         if (m->verdict) {
             struct breaker *b = breaker_of(d, m->worker_id);
@@ -633,6 +702,9 @@ struct dispatcher *dispatcher_create(struct head *h)
     d->h = h;
     d->sched = sched_create(&h->cfg.sched);
     hashmap_init(&d->breakers);
+    hashmap_init(&d->lanes);
+    for (int i = 0; i < h->cfg.nfanout; i++)
+        sched_cap_limit(d->sched, h->cfg.fanout[i].name, h->cfg.fanout[i].max_gpus);
     for (int i = 0; i < h->cfg.nmodels; i++) {
         sched_model_set(d->sched, &h->cfg.models[i]);
         sched_model_prior(d->sched, h->cfg.models[i].name, h->cfg.run_s[i], 1024, 1024, 30, 0);
@@ -691,6 +763,10 @@ void dispatcher_destroy(struct dispatcher *d)
     while (hashmap_next(&d->breakers, &pos, &key, &klen, &val))
         free(val);
     hashmap_fini(&d->breakers);
+    pos = 0;
+    while (hashmap_next(&d->lanes, &pos, &key, &klen, &val))
+        free(val);
+    hashmap_fini(&d->lanes);
     pthread_rwlock_destroy(&d->sched_lock);
     pthread_mutex_destroy(&d->lock);
     pthread_cond_destroy(&d->wake);

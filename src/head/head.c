@@ -19,6 +19,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "head/admission.h"
 #include "head/dispatch.h"
 #include "head/inputs.h"
 
@@ -216,6 +217,8 @@ static void submit_done(struct commit_op *op, int rc)
         jobs_remove(h->jobs, j);
     }
     jobs_unlock(h->jobs);
+    if (rc != 0 && o->rec.admitted)
+        admission_undo(h->admission, o->rec.tenant_name, &o->rec); /* nothing was stored */
     if (rc == 0) { /* answered by submit_eta */
         dispatcher_job_add_eta(h->disp, &o->rec, submit_eta, o);
         return;
@@ -245,6 +248,8 @@ void head_submit(struct head *h, struct job_rec *rec, head_done_fn done, void *a
         if (!rc)
             job_rec_copy(&out, &prev->rec);
         jobs_unlock(h->jobs);
+        if (rec->admitted) /* a concurrent twin got in first: this one adds nothing */
+            admission_undo(h->admission, rec->tenant_name, rec);
         done(arg, rc, &out, rc == 0);
         job_rec_free_fields(&out);
         return;
@@ -252,6 +257,8 @@ void head_submit(struct head *h, struct job_rec *rec, head_done_fn done, void *a
     rec->id = jobs_next_id(h->jobs);
     lc_init(&rec->lc, rec->lc.deadline_ms, rec->lc.timeout_ms);
     rec->created_ms = clock_wall_ms();
+    if (rec->admitted)
+        admission_bind(h->admission, rec->tenant_name, rec);
     struct hjob *j = jobs_insert(h->jobs, rec);
     struct job_op *o = job_op_new(h, j);
     o->insert = true;
@@ -260,6 +267,26 @@ void head_submit(struct head *h, struct job_rec *rec, head_done_fn done, void *a
     o->done_arg = arg;
     committer_submit(h->committer, &o->op);
     jobs_unlock(h->jobs);
+}
+
+int head_admit(struct head *h, const struct tenant_rec *t, struct job_rec *rec,
+               struct admit_verdict *v)
+{
+    memset(v, 0, sizeof *v);
+    if (rec->idem_key[0]) {
+        jobs_lock(h->jobs);
+        bool replay = jobs_find_idem(h->jobs, rec->tenant_id, rec->idem_key) != NULL;
+        jobs_unlock(h->jobs);
+        if (replay) {
+            v->outcome = ADMIT_OK;
+            return 0;
+        }
+    }
+    snprintf(rec->tenant_name, sizeof rec->tenant_name, "%s", t ? t->name : "");
+    int rc = admission_admit(h->admission, rec->tenant_name, rec,
+                             admission_booking(rec->tenant_id, rec->idem_key), v);
+    rec->admitted = rc == 0 && v->outcome == ADMIT_OK;
+    return rc;
 }
 
 /* Finds a visible job of this tenant (tenant_id < 0: any). Lock held. */

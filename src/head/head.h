@@ -19,6 +19,8 @@
 #include "store/committer.h"
 #include "store/store.h"
 
+struct admission;
+struct batches;
 struct dispatcher;
 struct http_server;
 struct timers;
@@ -33,6 +35,8 @@ struct head {
     struct dispatcher *disp;
     struct http_server *http;
     struct timers *timers;
+    struct batches *batches;     /* head/batches.h */
+    struct admission *admission; /* head/admission.h: verdicts at submit, lanes' capacity */
     /* (capability, model) pairs workers declared, persisted; guarded by catalog_lock. */
     pthread_mutex_t catalog_lock;
     struct catalog *catalog;

@@ -12,7 +12,9 @@
 #include "common/log.h"
 #include "common/timer.h"
 #include "head/args.h"
+#include "head/admission.h"
 #include "head/datadir.h"
+#include "head/batches.h"
 #include "head/dispatch.h"
 #include "head/ops.h"
 
@@ -59,8 +61,9 @@ int main(int argc, char **argv)
     h.registry = registry_create();
     h.committer = committer_create(h.store);
     h.timers = timers_create();
+    h.admission = admission_create(&h.cfg);
     h.disp = dispatcher_create(&h);
-    if (tenants_load(h.tenants, h.store) || head_recover(&h)) {
+    if (tenants_load(h.tenants, h.store) || head_recover(&h) || head_batches_recover(&h)) {
         log_error(MOD, "cannot load state from the store");
         return 1;
     }
@@ -108,6 +111,7 @@ int main(int argc, char **argv)
     registry_destroy(h.registry);
     tenants_destroy(h.tenants);
     jobs_destroy(h.jobs);
+    batches_destroy(h.batches);
     datadir_remove_file(h.cfg.data_dir, "head.url");
     log_info(MOD, "stopped");
     datadir_unlock(&lock);

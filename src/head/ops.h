@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/admit.h"
 #include "head/head.h"
 
 /* The answer of an asynchronous operation: rc, and the job as it now is (the
@@ -20,6 +21,14 @@ typedef void (*head_done_fn)(void *arg, int rc, struct job_rec *out, bool flag);
  * Takes rec->params_json. done(flag = existing: an idempotent replay returned the
  * first job) runs once the job is durable, or at once for a replay or error. */
 void head_submit(struct head *h, struct job_rec *rec, head_done_fn done, void *arg);
+/* head_admit: admission's verdict (core/admit.h) for a new job of tenant t —
+ * rec with capability, lane and cost_s set — before anything is stored. 0 with
+ * v filled. ADMIT_OK counts the job (rec->admitted; head_submit then binds it
+ * to its id, or undoes it when nothing is stored); ADMIT_RETRY is the 429 with
+ * v->retry_after_s, ADMIT_TOO_LARGE the 4xx. A replay of a job already
+ * submitted with the same idempotency key is admitted without being counted. */
+int head_admit(struct head *h, const struct tenant_rec *t, struct job_rec *rec,
+               struct admit_verdict *v);
 /* The job as it is now. tenant_id < 0: any tenant (admin). *version (if not
  * NULL) gets its version, for head_watch; 0 for a job read from the store. */
 int head_get(struct head *h, int64_t tenant_id, uint64_t id, uint64_t *version,

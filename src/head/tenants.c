@@ -132,7 +132,8 @@ int tenants_list(struct tenants *t, struct tenant_rec *out, int max)
 {
     pthread_rwlock_rdlock(&t->lock);
     int n = t->n < max ? t->n : max;
-    memcpy(out, t->v, (size_t)n * sizeof *out);
+    if (n > 0) /* t->v is NULL while there are none */
+        memcpy(out, t->v, (size_t)n * sizeof *out);
     pthread_rwlock_unlock(&t->lock);
     return n;
 }

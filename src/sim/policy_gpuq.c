@@ -2,13 +2,15 @@
  * core (src/core/sched.h) and per-GPU circuit breakers (src/core/breaker.h)
  * driven with simulated time; retries avoid every GPU in the job's failed set
  * (src/core/lifecycle.h). The simulator plays the head (job add/finish,
- * dispatch, quarantine) and the agents (take, telemetry, VRAM). */
+ * dispatch, quarantine, admission with core/admit.h) and the agents (take,
+ * telemetry, VRAM); refused clients honour Retry-After. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/alloc.h"
 #include "common/clock.h"
+#include "core/admit.h"
 #include "core/breaker.h"
 #include "sim/sim.h"
 
@@ -19,6 +21,7 @@ struct gpuq_state {
     struct breaker_policy bp;
     struct breaker *br;
     bool probe_started; /* a half-open GPU took its probe during this feed */
+    struct admit *adm;  /* admission (NULL when the workload has none) */
 };
 
 static int64_t ns(double t)
@@ -51,6 +54,7 @@ static void fill_worker(struct sim *s, int gpu, struct worker_info *w)
     /* The measured speed score (operator-measured throughput x clocks now). */
     w->speed = sim_gpu_speed(s, gpu);
     w->healthy = g->alive;
+    w->reserved = spec->reserved;
     struct gpuq_state *st = s->pstate;
     breaker_apply(&st->br[gpu], w);
 }
@@ -80,6 +84,24 @@ static void started(struct sim *s, int g)
     st->probe_started = true;
 }
 
+static const char *tenant_name(const struct sim *s, const struct sim_job *j)
+{
+    return j->tenant >= 0 ? s->wl->tenants[j->tenant].name : "";
+}
+
+/* A job left the queue (taken by its GPU): admission's backlog drops. */
+static void left_queue(struct sim *s, int job)
+{
+    struct gpuq_state *st = s->pstate;
+    struct sim_job *j = &s->jobs[job];
+    if (!st->adm || !j->in_queue)
+        return;
+    j->in_queue = false;
+    const struct wl_cap *c = &s->wl->caps[j->cap];
+    admit_dequeued(st->adm, tenant_name(s, j), c->name, c->lane, j->cost_s, j->order_ns,
+                   ns(s->now));
+}
+
 /* Hand each GPU with a free slot what the core placed there. */
 static void feed(struct sim *s)
 {
@@ -96,6 +118,7 @@ static void feed(struct sim *s)
             if (sched_take(st->sched, gp->spec->id, ns(s->now), &id) != 0)
                 break;
             int j = job_index(id);
+            left_queue(s, j);
             if (!sim_start(s, g, j)) {
                 sim_gpu_enqueue(s, g, j);
                 break;
@@ -154,14 +177,103 @@ static void g_init(struct sim *s)
     }
     for (int g = 0; g < s->ngpus; g++)
         update(s, g);
+    if (s->wl->admission) {
+        st->adm = admit_create(&s->wl->admit);
+        for (int t = 0; t < s->wl->ntenants; t++)
+            admit_tenant_set(st->adm, &s->wl->tenants[t]);
+        /* Nominal capacity per lane: interactive on every GPU that serves an
+         * interactive capability, batch on the unreserved ones. */
+        double cap[2] = {0, 0};
+        for (int g = 0; g < s->ngpus; g++) {
+            const struct wl_gpu *gs = &s->wl->gpus[g];
+            bool inter = false, batch = false;
+            for (int k = 0; k < gs->ncaps; k++) {
+                inter = inter || s->wl->caps[gs->caps[k]].lane == SCHED_LANE_INTERACTIVE;
+                batch = batch || s->wl->caps[gs->caps[k]].lane == SCHED_LANE_BATCH;
+            }
+            if (inter)
+                cap[SCHED_LANE_INTERACTIVE] += gs->speed * gs->concurrency;
+            if (batch && !gs->reserved)
+                cap[SCHED_LANE_BATCH] += gs->speed * gs->concurrency;
+        }
+        admit_capacity(st->adm, SCHED_LANE_INTERACTIVE, cap[SCHED_LANE_INTERACTIVE], 0);
+        admit_capacity(st->adm, SCHED_LANE_BATCH, cap[SCHED_LANE_BATCH], 0);
+    }
 }
 
 static void g_fini(struct sim *s)
 {
     struct gpuq_state *st = s->pstate;
+    admit_destroy(st->adm);
     sched_destroy(st->sched);
     free(st->br);
     free(st);
+}
+
+/* Admission of a new (or retried) client's job: true when admitted; else
+ * the client comes back after Retry-After, or the job is refused for good. */
+static bool admission(struct sim *s, int job, const struct job_spec *spec)
+{
+    struct gpuq_state *st = s->pstate;
+    struct sim_job *j = &s->jobs[job];
+    const struct wl_cap *c = &s->wl->caps[j->cap];
+    if (j->n429 == 0)
+        j->cost_s = admit_job_cost(sched_estimate_cost(st->sched, spec),
+                                   sched_expected_load_s(st->sched, spec));
+    struct admit_request req = {tenant_name(s, j), c->name, c->lane, j->cost_s, j->id};
+    struct admit_verdict v;
+    int64_t now = ns(s->now);
+    admit_decide(st->adm, &req, now, &v);
+    bool retry = j->n429 > 0;
+    if (retry)
+        s->adm.retries++;
+    if (v.outcome == ADMIT_TOO_LARGE) {
+        sim_job_refused(s, job);
+        return false;
+    }
+    if (v.outcome == ADMIT_RETRY) {
+        admit_refuse(st->adm, &req, &v, now);
+        j->n429++;
+        s->adm.n429++;
+        j->ra_s = v.retry_after_s;
+        j->probe_room = false;
+        sim_push_job_event(s, s->now + 0.75 * v.retry_after_s, EV_PROBE, job);
+        sim_push_job_event(s, s->now + v.retry_after_s, EV_RETRY, job);
+        return false;
+    }
+    if (retry) {
+        /* Honest: room really was there at the time given, within 25% of
+         * it — the wait it now faces exceeds the bound by no more than what
+         * 0.25 x Retry-After would have drained (the queue was that much later
+         * than promised) — and none at 0.75 of it (the probe). */
+        if (v.bound_s <= 0 || v.wait_s - v.bound_s <= 0.25 * j->ra_s)
+            s->adm.on_time++;
+        if (j->probe_room)
+            s->adm.probe_room++;
+    }
+    admit_accept(st->adm, &req, now, &j->order_ns);
+    j->admitted = true;
+    j->in_queue = true;
+    j->admit_t = s->now;
+    return true;
+}
+
+/* Would the refused client have been admitted at 0.75 x its Retry-After (a
+ * new request, its own booking aside)? */
+static void g_probe(struct sim *s, int job)
+{
+    struct gpuq_state *st = s->pstate;
+    struct sim_job *j = &s->jobs[job];
+    if (!st->adm || j->admitted || j->rejected)
+        return;
+    const struct wl_cap *c = &s->wl->caps[j->cap];
+    struct admit_request req = {tenant_name(s, j), c->name, c->lane, j->cost_s, 0};
+    struct admit_verdict v;
+    admit_decide(st->adm, &req, ns(s->now), &v);
+    /* Its own room is booked, so a new request counts it: take it out. */
+    j->probe_room = v.outcome == ADMIT_OK ||
+                    (v.outcome == ADMIT_RETRY && v.reason == ADMIT_R_LANE_WAIT &&
+                     v.wait_s * v.throughput <= v.bound_s * v.throughput);
 }
 
 static void g_arrive(struct sim *s, int job)
@@ -182,7 +294,10 @@ static void g_arrive(struct sim *s, int job)
     spec.frames = j->size.frames;
     spec.submit_ns = ns(j->submit_t);
     lc_exclusions(&j->lc, &spec.exclude, &spec.nexclude);
-    bool first = j->lc.attempt == 0 && j->eta_pred < 0 && j->submit_t == s->now;
+    bool first = j->lc.attempt == 0 && j->eta_pred < 0 && !j->admitted;
+    if (st->adm && !j->admitted && !admission(s, job, &spec))
+        return;
+    spec.order_ns = j->order_ns;
     sched_job_add(st->sched, &spec, ns(s->now));
     kick(s);
     /* The ETA a caller would see right after submitting (first arrival only). */
@@ -199,6 +314,9 @@ static void g_job_end(struct sim *s, int job, int gpu, bool ok, const char *cls,
 {
     struct gpuq_state *st = s->pstate;
     sched_job_finished(st->sched, s->jobs[job].id, ok, ns(load_s), ns(run_s), ns(s->now));
+    if (st->adm && ok)
+        admit_ended(st->adm, tenant_name(s, &s->jobs[job]), s->wl->caps[s->jobs[job].cap].lane,
+                    s->jobs[job].cost_s, ns(s->now));
     enum breaker_event ev = breaker_record(&st->bp, &st->br[gpu], ok, cls, ns(s->now));
     if (ev == BREAKER_EV_OPENED)
         sim_note_quarantine(s, gpu);
@@ -262,4 +380,5 @@ const struct policy policy_gpuq = {
     .gpu_up = g_up,
     .gpu_changed = g_changed,
     .tick = g_tick,
+    .probe = g_probe,
 };

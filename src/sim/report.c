@@ -26,6 +26,67 @@ double report_percentile(double *v, int n, double p)
     return v[k];
 }
 
+/* Lane latency p99, per-tenant delivered work and 429s, Retry-After accuracy. */
+static void tenant_figures(const struct sim *s, struct report *r)
+{
+    const struct workload *wl = s->wl;
+    double *lat = xmalloc((size_t)(s->njobs + 1) * sizeof(double));
+    for (int lane = 0; lane < 2; lane++) {
+        int n = 0;
+        for (int i = 0; i < s->njobs; i++) {
+            const struct sim_job *j = &s->jobs[i];
+            if (j->done && (int)wl->caps[j->cap].lane == lane)
+                lat[n++] = j->finish_t - j->submit_t;
+        }
+        r->nlane[lane] = n;
+        r->lane_p99[lane] = n ? report_percentile(lat, n, 0.99) : -1;
+    }
+    free(lat);
+    /* Contention: while every stream of batch work was on. */
+    double t0 = 0, t1 = s->now;
+    int nbatch = 0;
+    for (int k = 0; k < wl->nstreams; k++) {
+        const struct wl_stream *st = &wl->streams[k];
+        bool batch = true;
+        for (int c = 0; c < wl->ncaps; c++)
+            if (st->capw[c] > 0 && wl->caps[c].lane != SCHED_LANE_BATCH)
+                batch = false;
+        if (!batch)
+            continue;
+        if (nbatch == 0 || st->start_s > t0)
+            t0 = st->start_s;
+        if (nbatch == 0 || st->stop_s < t1)
+            t1 = st->stop_s;
+        nbatch++;
+    }
+    r->contention_t0 = t0;
+    r->contention_t1 = t1;
+    r->ntenants = wl->ntenants;
+    for (int t = 0; t < wl->ntenants; t++)
+        r->tenants[t].name = wl->tenants[t].name;
+    for (int i = 0; i < s->njobs; i++) {
+        const struct sim_job *j = &s->jobs[i];
+        if (j->tenant < 0)
+            continue;
+        struct tenant_report *tr = &r->tenants[j->tenant];
+        tr->jobs++;
+        tr->n429 += j->n429;
+        if (j->rejected)
+            tr->rejected++;
+        if (!j->done)
+            continue;
+        tr->completed++;
+        tr->delivered_gpu_s += j->base_run_s;
+        if (j->start_t >= t0 && j->start_t < t1)
+            tr->contention_gpu_s += j->base_run_s;
+    }
+    r->has_admission = wl->admission;
+    r->adm = s->adm;
+    r->ra_accuracy = s->adm.retries > 0
+                         ? (double)(s->adm.on_time - s->adm.probe_room) / (double)s->adm.retries
+                         : -1;
+}
+
 void report_make(const struct sim *s, struct report *r)
 {
     memset(r, 0, sizeof(*r));
@@ -111,7 +172,7 @@ void report_make(const struct sim *s, struct report *r)
                 r->has_eta = true;
             if (j->eta_pred < 0 || !j->done || (int)wl->caps[j->cap].lane != lane)
                 continue;
-            double actual = j->finish_t - j->submit_t;
+            double actual = j->finish_t - j->admit_t;
             if (actual > 0)
                 err[n++] = fabs(j->eta_pred - actual) / actual;
         }
@@ -120,6 +181,7 @@ void report_make(const struct sim *s, struct report *r)
         r->eta[lane].p90 = report_percentile(err, n, 0.90);
     }
     free(err);
+    tenant_figures(s, r);
     r->throughput_per_hour = r->completed / (makespan / 3600.0);
     r->utilization = slots > 0 ? busy / (slots * makespan) : 0;
     int64_t acc = s->m.hits + s->m.misses;
@@ -220,6 +282,41 @@ json_t *report_json(const struct report *r, bool with_timing)
         json_object_set_new(gpus, r->gpus[g].id, x);
     }
     json_object_set_new(o, "gpus", gpus);
+    json_t *lp = json_object();
+    const char *lanes2[2] = {"interactive", "batch"};
+    for (int l = 0; l < 2; l++)
+        json_object_set_new(lp, lanes2[l], r->nlane[l] ? num(r->lane_p99[l]) : json_null());
+    json_object_set_new(o, "lane_latency_p99", lp);
+    if (r->ntenants > 0) {
+        json_t *ts = json_object();
+        for (int t = 0; t < r->ntenants; t++) {
+            const struct tenant_report *tr = &r->tenants[t];
+            json_t *x = json_object();
+            json_object_set_new(x, "jobs", json_integer(tr->jobs));
+            json_object_set_new(x, "completed", json_integer(tr->completed));
+            json_object_set_new(x, "rejected", json_integer(tr->rejected));
+            json_object_set_new(x, "http_429", json_integer(tr->n429));
+            json_object_set_new(x, "delivered_gpu_s", num(tr->delivered_gpu_s));
+            json_object_set_new(x, "contention_gpu_s", num(tr->contention_gpu_s));
+            json_object_set_new(ts, tr->name, x);
+        }
+        json_object_set_new(o, "tenants", ts);
+        json_t *w = json_object();
+        json_object_set_new(w, "from_s", num(r->contention_t0));
+        json_object_set_new(w, "to_s", num(r->contention_t1));
+        json_object_set_new(o, "contention_window", w);
+    }
+    if (r->has_admission) {
+        json_t *a = json_object();
+        json_object_set_new(a, "http_429", json_integer(r->adm.n429));
+        json_object_set_new(a, "retries", json_integer(r->adm.retries));
+        json_object_set_new(a, "admitted_on_retry", json_integer(r->adm.on_time));
+        json_object_set_new(a, "room_at_0_75", json_integer(r->adm.probe_room));
+        json_object_set_new(a, "rejected", json_integer(r->adm.rejected));
+        json_object_set_new(a, "retry_after_accuracy",
+                            r->ra_accuracy >= 0 ? num(r->ra_accuracy) : json_null());
+        json_object_set_new(o, "admission", a);
+    }
     return o;
 }
 
@@ -275,6 +372,17 @@ void report_table(FILE *f, const struct report *r, int n)
         }
         fprintf(f, "\n");
     }
+    ROW("interactive p99 s", r[i].lane_p99[0], ".2f");
+    ROW("batch p99 s", r[i].lane_p99[1], ".2f");
+    for (int t = 0; t < r[0].ntenants; t++) {
+        char label[96];
+        snprintf(label, sizeof(label), "%.14s GPU-s (contention)", r[0].tenants[t].name);
+        ROW(label, r[i].tenants[t].contention_gpu_s, ".0f");
+        snprintf(label, sizeof(label), "%.14s 429s", r[0].tenants[t].name);
+        ROW(label, (long long)r[i].tenants[t].n429, "lld");
+    }
+    if (r[0].has_admission)
+        ROW("Retry-After accuracy", r[i].ra_accuracy, ".3f");
     ROW("decision p50 us", r[i].decision_p50_us, ".2f");
     ROW("decision p99 us", r[i].decision_p99_us, ".2f");
 #undef ROW

@@ -30,6 +30,15 @@ struct eta_report {
     double p50, p90;
 };
 
+/* Per tenant (workloads with tenants): delivered work in nominal GPU-seconds
+ * (the jobs' base run times), overall and while every batch stream was on. */
+struct tenant_report {
+    const char *name;
+    int jobs, completed, rejected;
+    int64_t n429;
+    double delivered_gpu_s, contention_gpu_s;
+};
+
 struct report {
     const char *policy;
     int ncaps;
@@ -46,6 +55,14 @@ struct report {
     int ngpus;
     double decision_p50_us, decision_p99_us;
     double makespan_s;
+    double lane_p99[2];              /* latency p99 of finished jobs per lane; -1 = none */
+    int nlane[2];
+    int ntenants;
+    struct tenant_report tenants[WL_MAX_TENANTS];
+    double contention_t0, contention_t1; /* the window of contention_gpu_s */
+    bool has_admission;
+    struct sim_adm adm;
+    double ra_accuracy;              /* retries admitted at the time given, no room at 0.75 of it */
 };
 
 void report_make(const struct sim *s, struct report *r);

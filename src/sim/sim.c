@@ -33,6 +33,52 @@ static int pick_weighted(struct rng *r, const double *w, int n)
     return n - 1;
 }
 
+struct arrival {
+    double t;
+    int stream;
+};
+
+static int arrival_cmp(const void *a, const void *b)
+{
+    const struct arrival *x = a, *y = b;
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    return x->stream - y->stream;
+}
+
+/* The merged arrival times of every stream, in time order, with the stream
+ * of each. Replaces *times; returns how many. */
+static int stream_times(const struct workload *wl, struct rng *r, double **times, int **stream)
+{
+    int n = 0, cap = 1024;
+    struct arrival *a = xmalloc((size_t)cap * sizeof(*a));
+    for (int k = 0; k < wl->nstreams; k++) {
+        const struct wl_stream *st = &wl->streams[k];
+        double t = st->start_s;
+        for (;;) {
+            double mean = 1.0 / st->rate_per_s;
+            t += st->process == WL_POISSON ? rng_exp(r, mean) : rng_gamma_mean_cv(r, mean, st->cv);
+            if (t >= st->stop_s)
+                break;
+            if (n == cap) {
+                cap *= 2;
+                a = xrealloc(a, (size_t)cap * sizeof(*a));
+            }
+            a[n++] = (struct arrival){t, k};
+        }
+    }
+    qsort(a, (size_t)n, sizeof(*a), arrival_cmp);
+    free(*times);
+    *times = xmalloc((size_t)(n ? n : 1) * sizeof(double));
+    *stream = xmalloc((size_t)(n ? n : 1) * sizeof(int));
+    for (int i = 0; i < n; i++) {
+        (*times)[i] = a[i].t;
+        (*stream)[i] = a[i].stream;
+    }
+    free(a);
+    return n;
+}
+
 struct sim_job *sim_make_jobs(const struct workload *wl, uint64_t seed, int *njobs)
 {
     struct rng r;
@@ -65,6 +111,9 @@ struct sim_job *sim_make_jobs(const struct workload *wl, uint64_t seed, int *njo
             times[n++] = t;
         }
     }
+    int *stream = NULL;
+    if (wl->nstreams > 0)
+        n = stream_times(wl, &r, &times, &stream);
     struct sim_job *jobs = xcalloc((size_t)(n ? n : 1), sizeof(*jobs));
     double wcap[64];
     for (int c = 0; c < wl->ncaps; c++)
@@ -73,7 +122,9 @@ struct sim_job *sim_make_jobs(const struct workload *wl, uint64_t seed, int *njo
         struct sim_job *j = &jobs[i];
         j->id = (uint64_t)i + 1;
         j->submit_t = times[i];
-        j->cap = pick_weighted(&r, wcap, wl->ncaps);
+        j->admit_t = times[i];
+        j->tenant = stream ? wl->streams[stream[i]].tenant : -1;
+        j->cap = pick_weighted(&r, stream ? wl->streams[stream[i]].capw : wcap, wl->ncaps);
         const struct wl_cap *c = &wl->caps[j->cap];
         double wsz[WL_MAX_SIZES];
         for (int k = 0; k < c->nsizes; k++)
@@ -97,6 +148,7 @@ struct sim_job *sim_make_jobs(const struct workload *wl, uint64_t seed, int *njo
         j->next = -1;
     }
     free(times);
+    free(stream);
     *njobs = n;
     return jobs;
 }
@@ -627,6 +679,21 @@ void sim_record_decision(struct sim *s, double us)
     s->m.decision_us[s->m.ndec++] = us;
 }
 
+void sim_push_job_event(struct sim *s, double t, int type, int job)
+{
+    push_ev(s, t, type, job, 0, 0);
+}
+
+void sim_job_refused(struct sim *s, int job)
+{
+    struct sim_job *j = &s->jobs[job];
+    j->rejected = true;
+    j->failed = true;
+    j->finish_t = s->now;
+    s->outstanding--;
+    s->adm.rejected++;
+}
+
 #define TICK_S 5.0
 
 void sim_run(struct sim *s, const struct workload *wl, const struct policy *pol,
@@ -691,6 +758,13 @@ void sim_run(struct sim *s, const struct workload *wl, const struct policy *pol,
             break;
         case EV_LEASE:
             lease_due(s, e.a, e.b, e.gen);
+            break;
+        case EV_RETRY:
+            pol->arrive(s, e.a);
+            break;
+        case EV_PROBE:
+            if (pol->probe)
+                pol->probe(s, e.a);
             break;
         case EV_TICK:
             for (int g = 0; g < s->ngpus; g++) {

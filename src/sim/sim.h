@@ -38,6 +38,24 @@ struct sim_job {
     double start_t, finish_t;
     double service_s;                     /* load + run of the attempt that finished it */
     int next;                             /* baselines: link in a GPU's FIFO (-1 = end) */
+    /* tenants and admission (gpuq with an `admission` workload) */
+    int tenant;                           /* index into the workload's tenants; -1 = none */
+    double admit_t;                       /* admitted at (submit_t unless refused first) */
+    double cost_s;                        /* estimated GPU-seconds given to admission */
+    int64_t order_ns;                     /* fair-queuing tag of a batch job */
+    bool admitted, in_queue;              /* in_queue: counted in admission's backlog */
+    bool rejected;                        /* refused for good (too large) */
+    int n429;                             /* 429s this client got */
+    double ra_s;                          /* the last Retry-After it was given */
+    bool probe_room;                      /* the probe at 0.75 x Retry-After found room */
+};
+
+/* Admission figures: 429s, and how the Retry-After given held up — a client
+ * that waits it is admitted on that retry (on_time), and a probe at 0.75 x
+ * the time given finds no room yet (else the wait given was too long). */
+struct sim_adm {
+    int64_t n429, retries, on_time, probe_room;
+    int rejected;
 };
 
 enum slot_phase { SLOT_IDLE = 0, SLOT_LOADING, SLOT_RUNNING, SLOT_RESTART };
@@ -81,7 +99,10 @@ struct sim_gpu {
 
 /* EV_LEASE: the lease of the attempt in (gpu, slot) may run out now (its
  * lc_next_due_ns); stale when the slot's gen moved on. */
-enum ev_type { EV_ARRIVAL, EV_PHASE_END, EV_GPU_DOWN, EV_GPU_UP, EV_TICK, EV_LEASE };
+/* EV_RETRY: a refused client submits again (policy arrive); EV_PROBE: the
+ * policy checks whether it would have been admitted (policy probe). */
+enum ev_type { EV_ARRIVAL, EV_PHASE_END, EV_GPU_DOWN, EV_GPU_UP, EV_TICK, EV_LEASE, EV_RETRY,
+               EV_PROBE };
 
 struct sim_event {
     double t;
@@ -112,6 +133,8 @@ struct policy {
     void (*gpu_up)(struct sim *s, int gpu);
     /* A GPU's models, temperature or health changed. */
     void (*gpu_changed)(struct sim *s, int gpu);
+    /* EV_PROBE for a refused job (admission). */
+    void (*probe)(struct sim *s, int job);
 };
 
 struct sim_metrics {
@@ -137,8 +160,14 @@ struct sim {
     struct lc_policy lcp;  /* retry budget, lease (the workload's stuck timeout) */
     int64_t retries_on_failed_gpu; /* attempts started on a GPU that had failed that job */
     struct sim_metrics m;
+    struct sim_adm adm;
     void *pstate;          /* policy state */
 };
+
+/* sim_push: schedules an event (EV_RETRY, EV_PROBE) for job at t. */
+void sim_push_job_event(struct sim *s, double t, int type, int job);
+/* sim_job_refused: the job ends refused for good (too large) now. */
+void sim_job_refused(struct sim *s, int job);
 
 /* sim_make_jobs: the arrival list of a workload (deterministic in seed). */
 struct sim_job *sim_make_jobs(const struct workload *wl, uint64_t seed, int *njobs);

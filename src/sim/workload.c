@@ -527,6 +527,165 @@ static void load_sched(struct ctx *c, struct workload *w, json_t *o, json_t *bas
                                   BREAKER_MAX_ATTEMPTS);
 }
 
+/* Mean run time of one arrival of capability weights capw on a speed-1.0 GPU. */
+static double mean_run_s(const struct workload *w, const double *capw)
+{
+    double sw = 0, sr = 0;
+    for (int k = 0; k < w->ncaps; k++) {
+        if (capw[k] <= 0)
+            continue;
+        const struct wl_cap *c = &w->caps[k];
+        double szw = 0, szr = 0, ref = (double)(c->ref.width ? c->ref.width : 1) *
+                                        (c->ref.height ? c->ref.height : 1) *
+                                        (c->ref.steps ? c->ref.steps : 1) *
+                                        (c->ref.frames ? c->ref.frames : 1);
+        for (int z = 0; z < c->nsizes; z++) {
+            const struct wl_size *sz = &c->sizes[z];
+            double work = (double)(sz->width ? sz->width : 1) * (sz->height ? sz->height : 1) *
+                          (sz->steps ? sz->steps : 1) * (sz->frames ? sz->frames : 1);
+            szw += sz->weight;
+            szr += sz->weight * work / ref;
+        }
+        sw += capw[k];
+        sr += capw[k] * c->run_s * (szw > 0 ? szr / szw : 1);
+    }
+    return sw > 0 ? sr / sw : 0;
+}
+
+/* tenants[]: {name, weight, rate_gpu_s_per_min, burst_gpu_s, max_inflight}. */
+static void load_tenants(struct ctx *c, struct workload *w, json_t *arr)
+{
+    if (!arr)
+        return;
+    if (!json_is_array(arr) || json_array_size(arr) > WL_MAX_TENANTS) {
+        fail(c, "tenants: must be an array of at most %d objects", WL_MAX_TENANTS);
+        return;
+    }
+    for (size_t i = 0; i < json_array_size(arr) && !c->failed; i++) {
+        json_t *o = json_array_get(arr, i);
+        char where[32];
+        snprintf(where, sizeof(where), "tenants[%zu]", i);
+        struct admit_tenant_policy *t = &w->tenants[w->ntenants];
+        memset(t, 0, sizeof(*t));
+        const char *name = str(c, o, where, "name", NULL);
+        if (!name) {
+            fail(c, "%s.name: required", where);
+            return;
+        }
+        snprintf(t->name, sizeof(t->name), "%s", name);
+        t->weight = num(c, o, where, "weight", 1, 1e-6, 1e6);
+        t->rate_gpu_s_per_min = num(c, o, where, "rate_gpu_s_per_min", 0, 0, 1e9);
+        t->burst_gpu_s = num(c, o, where, "burst_gpu_s", 0, 0, 1e12);
+        t->max_inflight = (int)num(c, o, where, "max_inflight", 0, 0, 1e9);
+        w->ntenants++;
+    }
+}
+
+/* streams[]: {tenant, capabilities {name: weight}, rate_per_s | load, process,
+ * cv, start_s, stop_s}. load: the stream's work as a share of the fleet's
+ * capacity (sum of speed x slots), converted to a rate. */
+static void load_streams(struct ctx *c, struct workload *w, json_t *arr)
+{
+    if (!json_is_array(arr) || json_array_size(arr) == 0 ||
+        json_array_size(arr) > WL_MAX_STREAMS) {
+        fail(c, "streams: must be an array of 1 to %d objects", WL_MAX_STREAMS);
+        return;
+    }
+    double capacity = 0;
+    for (int g = 0; g < w->ngpus; g++)
+        capacity += w->gpus[g].speed * w->gpus[g].concurrency;
+    for (size_t i = 0; i < json_array_size(arr) && !c->failed; i++) {
+        json_t *o = json_array_get(arr, i);
+        char where[32];
+        snprintf(where, sizeof(where), "streams[%zu]", i);
+        struct wl_stream *st = &w->streams[w->nstreams];
+        memset(st, 0, sizeof(*st));
+        const char *tn = str(c, o, where, "tenant", NULL);
+        st->tenant = -1;
+        for (int t = 0; tn && t < w->ntenants; t++)
+            if (strcmp(w->tenants[t].name, tn) == 0)
+                st->tenant = t;
+        if (st->tenant < 0) {
+            fail(c, "%s.tenant: must name one of tenants[]", where);
+            return;
+        }
+        json_t *cw = json_object_get(o, "capabilities");
+        const char *k;
+        json_t *v;
+        if (!json_is_object(cw) || json_object_size(cw) == 0) {
+            fail(c, "%s.capabilities: required object {capability: weight}", where);
+            return;
+        }
+        json_object_foreach(cw, k, v)
+        {
+            int ci = find_cap(w, k);
+            if (ci < 0 || !json_is_number(v) || json_number_value(v) < 0) {
+                fail(c, "%s.capabilities.%s: unknown capability or not a number >= 0", where, k);
+                return;
+            }
+            st->capw[ci] = json_number_value(v);
+        }
+        const char *p = str(c, o, where, "process", "poisson");
+        if (p && strcmp(p, "poisson") == 0)
+            st->process = WL_POISSON;
+        else if (p && strcmp(p, "gamma") == 0)
+            st->process = WL_GAMMA;
+        else {
+            fail(c, "%s.process: must be poisson or gamma", where);
+            return;
+        }
+        st->cv = num(c, o, where, "cv", 1.0, 0.01, 100);
+        st->start_s = num(c, o, where, "start_s", 0, 0, 1e9);
+        st->stop_s = num(c, o, where, "stop_s", w->duration_s, 0, 1e9);
+        if (st->stop_s > w->duration_s)
+            st->stop_s = w->duration_s;
+        double load = num(c, o, where, "load", 0, 0, 1e6);
+        st->rate_per_s = num(c, o, where, "rate_per_s", 0, 0, 1e7);
+        if (load > 0) {
+            double run = mean_run_s(w, st->capw);
+            st->rate_per_s = run > 0 ? load * capacity / run : 0;
+        }
+        if (!(st->rate_per_s > 0) && !c->failed) {
+            fail(c, "%s: needs rate_per_s or load > 0", where);
+            return;
+        }
+        w->nstreams++;
+    }
+}
+
+/* admission: {max_wait_s {interactive, batch}, min_retry_s, booking_grace_s,
+ * throughput_tau_s}; scheduler.reserved: the first N GPUs serve interactive. */
+static void load_admission(struct ctx *c, struct workload *w, json_t *o, json_t *sched)
+{
+    admit_policy_defaults(&w->admit);
+    json_t *rv = sched ? json_object_get(sched, "reserved") : NULL;
+    if (rv) {
+        if (!json_is_integer(rv) || json_integer_value(rv) < 0 ||
+            json_integer_value(rv) > w->ngpus) {
+            fail(c, "scheduler.reserved: must be an integer in [0, %d] (GPUs)", w->ngpus);
+            return;
+        }
+        for (int g = 0; g < (int)json_integer_value(rv); g++)
+            w->gpus[g].reserved = true;
+    }
+    if (!o)
+        return;
+    if (!json_is_object(o)) {
+        fail(c, "admission: must be an object");
+        return;
+    }
+    w->admission = true;
+    json_t *mw = json_object_get(o, "max_wait_s");
+    struct admit_policy *a = &w->admit;
+    a->max_wait_s[SCHED_LANE_INTERACTIVE] = num(c, mw, "admission.max_wait_s", "interactive",
+                                                a->max_wait_s[SCHED_LANE_INTERACTIVE], 0, 1e9);
+    a->max_wait_s[SCHED_LANE_BATCH] = num(c, mw, "admission.max_wait_s", "batch",
+                                          a->max_wait_s[SCHED_LANE_BATCH], 0, 1e9);
+    a->min_retry_s = num(c, o, "admission", "min_retry_s", a->min_retry_s, 0.001, 1e6);
+    a->booking_grace_s = num(c, o, "admission", "booking_grace_s", a->booking_grace_s, 0, 1e6);
+    a->throughput_tau_s = num(c, o, "admission", "throughput_tau_s", a->throughput_tau_s, 1, 1e6);
+}
+
 struct workload *workload_load(const char *path, char *err, int errlen)
 {
     json_error_t jerr;
@@ -556,8 +715,16 @@ struct workload *workload_load(const char *path, char *err, int errlen)
         load_caps(&c, w, json_object_get(root, "capabilities"));
     if (!c.failed)
         load_fleet(&c, w, json_object_get(root, "fleet"), json_object_get(root, "cooling"));
+    json_t *streams = json_object_get(root, "streams");
     if (!c.failed)
+        load_tenants(&c, w, json_object_get(root, "tenants"));
+    if (!c.failed && streams)
+        load_streams(&c, w, streams);
+    else if (!c.failed)
         load_arrivals(&c, w, json_object_get(root, "arrivals"), dir);
+    if (!c.failed)
+        load_admission(&c, w, json_object_get(root, "admission"),
+                       json_object_get(root, "scheduler"));
     json_t *th = json_object_get(root, "thermal");
     w->throttle_c = num(&c, th, "thermal", "throttle_c", 83, -50, 200);
     w->throttle_speed = num(&c, th, "thermal", "throttle_speed", 0.8, 0.01, 1);

@@ -8,11 +8,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/admit.h"
 #include "core/breaker.h"
 #include "core/sched.h"
 
 #define WL_MAX_SIZES 8
 #define WL_MAX_POINTS 64
+#define WL_MAX_TENANTS 16
+#define WL_MAX_STREAMS 16
 
 struct wl_model {
     char name[SCHED_NAME_MAX];
@@ -65,9 +68,20 @@ struct wl_gpu {
     int preload[SCHED_MAX_LOADED];
     int npreload;
     struct wl_gpu_faults faults;
+    bool reserved; /* in the reserved interactive pool (scheduler.reserved) */
 };
 
 enum wl_process { WL_POISSON, WL_GAMMA, WL_TRACE };
+
+/* One arrival stream of a tenant (streams[]): its own process and rate, active
+ * in [start_s, stop_s), picking capabilities by capw (index = capability). */
+struct wl_stream {
+    int tenant;           /* index into tenants */
+    enum wl_process process;
+    double rate_per_s, cv;
+    double start_s, stop_s;
+    double capw[64];
+};
 
 struct wl_gpu_loss {
     int gpu;
@@ -106,6 +120,14 @@ struct workload {
     bool priors;    /* give gpuq the workload's run times as priors */
     int affinity_max_depth;
     struct breaker_policy breaker; /* gpuq's per-GPU circuit breaker (scheduler.breaker) */
+    /* tenants and streams (several arrival streams replace `arrivals`) */
+    struct admit_tenant_policy tenants[WL_MAX_TENANTS];
+    int ntenants;
+    struct wl_stream streams[WL_MAX_STREAMS];
+    int nstreams;
+    /* admission (gpuq only): on when the workload has an `admission` object */
+    bool admission;
+    struct admit_policy admit;
 };
 
 /* workload_load parses path; on error returns NULL and writes a message that

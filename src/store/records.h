@@ -59,6 +59,11 @@ struct job_rec {
     /* Shown, not stored: computed when the job is read (0 = none). */
     int64_t eta_start_ms, eta_finish_ms;
     char waiting_reason[160];        /* queued: why it cannot start now ("" = it can) */
+    /* Admission (not stored): counted by head_admit, under this tenant name;
+     * order_ns: the batch lane's fair-queuing tag (0 = submit order). */
+    bool admitted;
+    char tenant_name[REC_NAME_MAX];
+    int64_t order_ns;
     struct lc_attempt *attempts;
     int nattempts;
 };
@@ -88,6 +93,18 @@ struct token_rec {
     char name[REC_NAME_MAX];
     char token_hash[REC_HASH_HEX];
     int64_t created_ms;
+};
+
+/* A batch (R6): many jobs submitted at once under one id. Invariant: job_ids
+ * holds njobs ids (1..BATCH_REC_MAX_JOBS) in submission order, all of tenant_id;
+ * job_ids is owned by whoever holds the record. */
+#define BATCH_REC_MAX_JOBS 100000
+struct batch_rec {
+    uint64_t id;
+    int64_t tenant_id;
+    int64_t created_ms;
+    int njobs;
+    uint64_t *job_ids;
 };
 
 const char *job_state_name(enum job_state s);

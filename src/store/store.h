@@ -28,6 +28,7 @@ typedef void (*store_job_cb)(void *arg, struct job_rec *job); /* callee owns job
 typedef void (*store_tenant_cb)(void *arg, const struct tenant_rec *t);
 typedef void (*store_token_cb)(void *arg, const struct token_rec *t);
 typedef void (*store_served_cb)(void *arg, const char *capability, const char *model);
+typedef void (*store_batch_cb)(void *arg, struct batch_rec *b); /* callee owns b->job_ids */
 
 struct store_ops {
     const char *name;
@@ -50,6 +51,9 @@ struct store_ops {
     /* A (capability, model) pair a worker declared (kept once). */
     int (*served_put)(struct store *s, const char *capability, const char *model);
     int (*load_served)(struct store *s, store_served_cb cb, void *arg);
+    /* A batch (R6): its id, tenant and job ids, written in the same commit as its jobs. */
+    int (*batch_insert)(struct store *s, const struct batch_rec *b);
+    int (*load_batches)(struct store *s, store_batch_cb cb, void *arg);
     int (*load_tenants)(struct store *s, store_tenant_cb cb, void *arg);
     int (*load_tokens)(struct store *s, store_token_cb cb, void *arg);
     /* Jobs not terminal, and terminal ones finished at or after since_ms. Job

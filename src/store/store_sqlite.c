@@ -53,6 +53,9 @@ static const char *const migrations[] = {
     "CREATE TABLE job_inputs(job_id INTEGER NOT NULL, name TEXT NOT NULL,"
     " input_id TEXT NOT NULL, PRIMARY KEY(job_id, name));"
     "CREATE INDEX job_inputs_input ON job_inputs(input_id);",
+    /* 4: batches (R6): one row per batch, its jobs' ids in submission order. */
+    "CREATE TABLE batches(id INTEGER PRIMARY KEY, tenant_id INTEGER NOT NULL,"
+    " created_ms INTEGER NOT NULL, njobs INTEGER NOT NULL, job_ids TEXT NOT NULL);",
 };
 
 #define JOB_COLS                                                                              \
@@ -77,6 +80,7 @@ enum stmt_id {
     ST_TOKEN_INSERT,
     ST_ATTEMPT_PUT,
     ST_SERVED_PUT,
+    ST_BATCH_INSERT,
     ST_COUNT
 };
 
@@ -101,6 +105,8 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_ATTEMPT_PUT] = "INSERT OR REPLACE INTO attempts(job_id, n, worker, started_ms, ended_ms,"
                        " outcome, error_class, error) VALUES (?,?,?,?,?,?,?,?)",
     [ST_SERVED_PUT] = "INSERT OR IGNORE INTO served(capability, model) VALUES (?,?)",
+    [ST_BATCH_INSERT] = "INSERT INTO batches(id, tenant_id, created_ms, njobs, job_ids)"
+                        " VALUES (?,?,?,?,?)",
 };
 
 struct store_sqlite {
@@ -322,6 +328,27 @@ static int sq_served_put(struct store *s, const char *capability, const char *mo
     bind_text(st, 1, capability);
     bind_text(st, 2, model);
     return step_reset(q, ST_SERVED_PUT);
+}
+
+/* A batch's job ids are kept as one text of decimal ids separated by commas. */
+static int sq_batch_insert(struct store *s, const struct batch_rec *b)
+{
+    struct store_sqlite *q = ss(s);
+    sqlite3_stmt *st = q->st[ST_BATCH_INSERT];
+    size_t cap = (size_t)b->njobs * 21 + 1, used = 0;
+    char *ids = xmalloc(cap);
+    ids[0] = '\0';
+    for (int i = 0; i < b->njobs; i++)
+        used += (size_t)snprintf(ids + used, cap - used, "%s%llu", i ? "," : "",
+                                 (unsigned long long)b->job_ids[i]);
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)b->id);
+    sqlite3_bind_int64(st, 2, b->tenant_id);
+    sqlite3_bind_int64(st, 3, b->created_ms);
+    sqlite3_bind_int(st, 4, b->njobs);
+    sqlite3_bind_text(st, 5, ids, (int)used, SQLITE_TRANSIENT);
+    int err = step_reset(q, ST_BATCH_INSERT);
+    free(ids);
+    return err;
 }
 
 static int sq_tenant_insert(struct store *s, struct tenant_rec *t)
@@ -585,6 +612,38 @@ static int sq_load_served(struct store *s, store_served_cb cb, void *arg)
                       NULL, NULL, served_row, &p);
 }
 
+static void batch_row(sqlite3_stmt *st, void *arg)
+{
+    struct cb_pair *p = arg;
+    struct batch_rec b = {0};
+    b.id = (uint64_t)sqlite3_column_int64(st, 0);
+    b.tenant_id = sqlite3_column_int64(st, 1);
+    b.created_ms = sqlite3_column_int64(st, 2);
+    int n = sqlite3_column_int(st, 3);
+    const char *ids = (const char *)sqlite3_column_text(st, 4);
+    if (n < 0 || n > BATCH_REC_MAX_JOBS || !ids) {
+        log_warn(MOD, "batch %llu: malformed row skipped", (unsigned long long)b.id);
+        return;
+    }
+    b.job_ids = xcalloc((size_t)n + 1, sizeof *b.job_ids);
+    for (const char *c = ids; *c && b.njobs < n;) {
+        char *end;
+        unsigned long long v = strtoull(c, &end, 10);
+        if (end == c)
+            break;
+        b.job_ids[b.njobs++] = v;
+        c = *end == ',' ? end + 1 : end;
+    }
+    ((store_batch_cb)p->cb)(p->arg, &b);
+}
+
+static int sq_load_batches(struct store *s, store_batch_cb cb, void *arg)
+{
+    struct cb_pair p = {(void *)cb, arg, 0, NULL};
+    return read_query(ss(s), "SELECT id, tenant_id, created_ms, njobs, job_ids FROM batches"
+                      " ORDER BY id", NULL, NULL, batch_row, &p);
+}
+
 static void max_id_row(sqlite3_stmt *st, void *arg)
 {
     *(uint64_t *)arg = (uint64_t)sqlite3_column_int64(st, 0);
@@ -824,6 +883,8 @@ static const struct store_ops sqlite_ops = {
     .token_insert = sq_token_insert,
     .attempt_put = sq_attempt_put,
     .served_put = sq_served_put,
+    .batch_insert = sq_batch_insert,
+    .load_batches = sq_load_batches,
     .load_served = sq_load_served,
     .load_tenants = sq_load_tenants,
     .load_tokens = sq_load_tokens,

@@ -131,7 +131,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* Admitted: nothing answered yet, and the limit is one of the documented four. */
         CHECK(resp.status == 0 && resp.body.len == 0);
         CHECK(limit == 1024 || limit == h->cfg.max_body_bytes ||
-              limit == h->cfg.max_result_bytes || limit == h->cfg.max_input_bytes);
+              limit == h->cfg.max_result_bytes || limit == h->cfg.max_input_bytes ||
+              limit == h->cfg.max_batch_body_bytes);
+        if (limit == h->cfg.max_batch_body_bytes && limit != h->cfg.max_body_bytes)
+            CHECK(fake_caller == CALLER_TENANT);
         if (limit == h->cfg.max_result_bytes && limit != h->cfg.max_body_bytes)
             CHECK(fake_caller == CALLER_WORKER);
         if (limit == h->cfg.max_input_bytes && limit != h->cfg.max_body_bytes)

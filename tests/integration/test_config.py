@@ -46,3 +46,50 @@ def test_bad_config_names_line_and_setting(tmp_path):
         assert p.returncode == 2, (text, p.stderr)
         assert expect in p.stderr, (text, p.stderr)
         assert not (tmp_path / "data" / "head.url").exists()
+
+
+def print_config(*args):
+    p = subprocess.run([binary("gpuqd"), *args, "--print-config"], capture_output=True,
+                       text=True, timeout=20)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def test_print_config_round_trips_and_is_accepted(tmp_path, head_factory):
+    first = print_config()
+    # Every section a setting lives in is there, scheduler knobs included.
+    for key in ("[scheduler]", "move_margin_s = 0.25", "evict_weight = 1", "free_tier_every = 4",
+                "queue_depth = 2", "max_batch_jobs = 10000", "[capacity]", "[model.video]"):
+        assert key in first, key
+    path = tmp_path / "printed.conf"
+    path.write_text(first)
+    assert print_config("--config", str(path)) == first
+    # A changed file prints its changes, and round-trips again.
+    path.write_text(first.replace("move_margin_s = 0.25", "move_margin_s = 0.6")
+                    .replace("lease_ms = 30000", "lease_ms = 12345")
+                    + "\n[model.tts-small]\nvram_mb = 3000\nclass = utility\nrun_s = 0.8\n")
+    second = print_config("--config", str(path))
+    assert "move_margin_s = 0.6" in second and "lease_ms = 12345" in second
+    assert "[model.tts-small]" in second
+    path2 = tmp_path / "second.conf"
+    path2.write_text(second)
+    assert print_config("--config", str(path2)) == second
+    # Flags count too, and a real gpuqd starts on the printed file.
+    assert "listen = 127.0.0.1:9999" in print_config("--listen", "127.0.0.1:9999")
+    h = head_factory(config_text=second)
+    assert h.client(h.add_tenant("acme")).post("/v1/jobs", {"capability": "bg-remove"}).status \
+        == 201
+
+
+def test_scheduler_knobs_are_checked(tmp_path):
+    for text, expect in [("[scheduler]\nmove_margin_s = -1\n", "scheduler.move_margin_s"),
+                         ("[scheduler]\nfree_tier_every = 0\n", "scheduler.free_tier_every"),
+                         ("[scheduler]\nevict_weight = lots\n", "scheduler.evict_weight"),
+                         ("[jobs]\nmax_batch_jobs = 0\n", "jobs.max_batch_jobs"),
+                         ("[capacity]\nmax_gpus = -2\n", "capacity.max_gpus"),
+                         ("[scheduler]\nnope = 1\n", "scheduler.nope: unknown setting")]:
+        path = tmp_path / "bad.conf"
+        path.write_text(text)
+        p = subprocess.run([binary("gpuqd"), "--config", str(path), "--print-config"],
+                           capture_output=True, text=True, timeout=20)
+        assert p.returncode == 2 and expect in p.stderr, (text, p.stderr)

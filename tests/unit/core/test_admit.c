@@ -1,0 +1,371 @@
+/* test_admit.c: admission and lanes with scripted time — the token bucket and
+ * its Retry-After, the lane wait bound's 429 and the booked room a retry finds
+ * after waiting it, the too-large 4xx, each batch tenant's share of the queue,
+ * fair-share order of GPU-seconds (2:1 by weight) through the scheduler, an
+ * idle tenant earning no credit, the reserved interactive pool lending to
+ * batch and getting the GPU back at the next job boundary, interactive never
+ * behind an unstarted batch job, and the ETA of an interactive job behind a
+ * batch flood. (Tier aging: test_sched's test_queue_paid_first_free_not_starved.) */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "core/admit.h"
+#include "core/sched.h"
+
+#define S(x) ((int64_t)((x) * 1e9))
+
+static struct admit_request req(const char *tenant, enum sched_lane lane, double cost,
+                                uint64_t booking)
+{
+    struct admit_request r = {tenant, "image.fast", lane, cost, booking};
+    return r;
+}
+
+static void test_token_bucket(void **state)
+{
+    (void)state;
+    struct admit_policy p;
+    admit_policy_defaults(&p);
+    struct admit *a = admit_create(&p);
+    struct admit_tenant_policy tp = {"acme", 1, 60, 60, 0}; /* 1 GPU-s per second, 60 burst */
+    assert_int_equal(admit_tenant_set(a, &tp), 0);
+    admit_capacity(a, SCHED_LANE_BATCH, 100, 0);
+    struct admit_verdict v;
+    struct admit_request r = req("acme", SCHED_LANE_BATCH, 20, 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(admit_decide(a, &r, 0, &v), 0);
+        assert_int_equal(v.outcome, ADMIT_OK);
+        assert_int_equal(admit_accept(a, &r, 0, NULL), 0);
+    }
+    /* Bucket empty: the next 20 GPU-seconds take 20 s to refill. */
+    struct admit_request r4 = req("acme", SCHED_LANE_BATCH, 20, 44);
+    assert_int_equal(admit_decide(a, &r4, 0, &v), 0);
+    assert_int_equal(v.outcome, ADMIT_RETRY);
+    assert_int_equal(v.reason, ADMIT_R_RATE);
+    assert_float_equal(v.retry_after_s, 20.0, 1e-6);
+    assert_int_equal(admit_refuse(a, &r4, &v, 0), 0);
+    /* A second client is sent after the first, not at the same instant. */
+    struct admit_request r5 = req("acme", SCHED_LANE_BATCH, 20, 55);
+    assert_int_equal(admit_decide(a, &r5, S(0.5), &v), 0);
+    assert_int_equal(v.outcome, ADMIT_RETRY);
+    assert_float_equal(v.retry_after_s, 39.5, 1e-6);
+    /* The first, back early, is told the rest of its wait; on time, admitted. */
+    assert_int_equal(admit_decide(a, &r4, S(19), &v), 0);
+    assert_int_equal(v.outcome, ADMIT_RETRY);
+    assert_float_equal(v.retry_after_s, 1.0, 1e-6);
+    assert_int_equal(admit_decide(a, &r4, S(20), &v), 0);
+    assert_int_equal(v.outcome, ADMIT_OK);
+    assert_int_equal(admit_accept(a, &r4, S(20), NULL), 0);
+    /* One job larger than the burst can never pass: 4xx. */
+    struct admit_request big = req("acme", SCHED_LANE_BATCH, 61, 0);
+    assert_int_equal(admit_decide(a, &big, S(1000), &v), 0);
+    assert_int_equal(v.outcome, ADMIT_TOO_LARGE);
+    assert_int_equal(v.reason, ADMIT_R_BURST);
+    assert_non_null(strstr(v.why, "burst"));
+    /* The interactive lane has no bucket. */
+    struct admit_request ri = req("acme", SCHED_LANE_INTERACTIVE, 20, 0);
+    assert_int_equal(admit_decide(a, &ri, S(20), &v), 0);
+    assert_int_equal(v.outcome, ADMIT_OK);
+    admit_destroy(a);
+}
+
+static void test_lane_wait_429_and_retry_after(void **state)
+{
+    (void)state;
+    struct admit_policy p;
+    admit_policy_defaults(&p);
+    p.max_wait_s[SCHED_LANE_INTERACTIVE] = 10;
+    struct admit *a = admit_create(&p);
+    admit_capacity(a, SCHED_LANE_INTERACTIVE, 2, 0); /* 2 GPU-seconds per second */
+    struct admit_verdict v;
+    struct admit_request r = req("ui", SCHED_LANE_INTERACTIVE, 4, 0);
+    for (int i = 0; i < 5; i++) { /* 20 GPU-seconds = 10 s at 2/s: the bound */
+        assert_int_equal(admit_decide(a, &r, 0, &v), 0);
+        assert_int_equal(v.outcome, ADMIT_OK);
+        admit_accept(a, &r, 0, NULL);
+    }
+    assert_float_equal(admit_backlog(a, NULL, SCHED_LANE_INTERACTIVE, NULL), 20, 1e-9);
+    assert_float_equal(admit_backlog(a, "image.fast", -1, "ui"), 20, 1e-9);
+    struct admit_request r6 = req("ui", SCHED_LANE_INTERACTIVE, 4, 66);
+    assert_int_equal(admit_decide(a, &r6, 0, &v), 0);
+    assert_int_equal(v.outcome, ADMIT_RETRY);
+    assert_int_equal(v.reason, ADMIT_R_LANE_WAIT);
+    assert_float_equal(v.retry_after_s, 2.0, 1e-9); /* 4 GPU-s over at 2/s */
+    assert_float_equal(v.backlog_gpu_s, 20, 1e-9);
+    assert_non_null(strstr(v.why, "exceeds the bound of 10 s"));
+    admit_refuse(a, &r6, &v, 0);
+    /* A newcomer at t=1 queues after the booked room. */
+    struct admit_request r7 = req("ui", SCHED_LANE_INTERACTIVE, 4, 0);
+    assert_int_equal(admit_decide(a, &r7, S(1), &v), 0);
+    assert_int_equal(v.outcome, ADMIT_RETRY);
+    assert_float_equal(v.retry_after_s, 4.0, 1e-9);
+    /* By t=2 one job started (4 GPU-s drained): the retry that waited is admitted. */
+    admit_dequeued(a, "ui", "image.fast", SCHED_LANE_INTERACTIVE, 4, S(0), S(2));
+    assert_int_equal(admit_decide(a, &r7, S(2), &v), 0);
+    assert_int_equal(v.outcome, ADMIT_RETRY); /* the room is r6's */
+    assert_int_equal(admit_decide(a, &r6, S(2), &v), 0);
+    assert_int_equal(v.outcome, ADMIT_OK);
+    admit_accept(a, &r6, S(2), NULL);
+    /* Never admissible: one job over the bound. */
+    struct admit_request huge = req("ui", SCHED_LANE_INTERACTIVE, 20000000, 0);
+    assert_int_equal(admit_decide(a, &huge, S(2), &v), 0);
+    assert_int_equal(v.outcome, ADMIT_TOO_LARGE);
+    assert_int_equal(v.reason, ADMIT_R_JOB_COST);
+    admit_destroy(a);
+}
+
+static void test_concurrency_cap(void **state)
+{
+    (void)state;
+    struct admit *a = admit_create(NULL);
+    struct admit_tenant_policy tp = {"k", 1, 0, 0, 2};
+    admit_tenant_set(a, &tp);
+    admit_capacity(a, SCHED_LANE_BATCH, 1, 0);
+    struct admit_verdict v;
+    struct admit_request r = req("k", SCHED_LANE_BATCH, 1, 0);
+    admit_accept(a, &r, 0, NULL);
+    admit_accept(a, &r, 0, NULL);
+    admit_decide(a, &r, 0, &v);
+    assert_int_equal(v.outcome, ADMIT_RETRY);
+    assert_int_equal(v.reason, ADMIT_R_INFLIGHT);
+    assert_true(v.retry_after_s >= 1);
+    admit_dequeued(a, "k", "image.fast", SCHED_LANE_BATCH, 1, 1, S(1));
+    admit_ended(a, "k", SCHED_LANE_BATCH, 1, S(2));
+    admit_decide(a, &r, S(2), &v);
+    assert_int_equal(v.outcome, ADMIT_OK);
+    admit_destroy(a);
+}
+
+/* A flooding tenant fills only its share of the batch queue. */
+static void test_batch_share_of_queue(void **state)
+{
+    (void)state;
+    struct admit_policy p;
+    admit_policy_defaults(&p);
+    p.max_wait_s[SCHED_LANE_BATCH] = 100;
+    struct admit *a = admit_create(&p);
+    admit_capacity(a, SCHED_LANE_BATCH, 1, 0);
+    struct admit_verdict v;
+    struct admit_request ra = req("a", SCHED_LANE_BATCH, 10, 0);
+    int na = 0;
+    while (admit_decide(a, &ra, 0, &v) == 0 && v.outcome == ADMIT_OK) {
+        admit_accept(a, &ra, 0, NULL);
+        na++;
+    }
+    assert_int_equal(na, 10); /* alone: the whole lane, 100 GPU-s */
+    struct admit_request rb = req("b", SCHED_LANE_BATCH, 10, 0);
+    assert_int_equal(admit_decide(a, &rb, 0, &v), 0);
+    assert_int_equal(v.outcome, ADMIT_OK); /* b's share: 0.5 GPU-s/s, 50 GPU-s of queue */
+    int nb = 0;
+    while (admit_decide(a, &rb, 0, &v) == 0 && v.outcome == ADMIT_OK) {
+        admit_accept(a, &rb, 0, NULL);
+        nb++;
+    }
+    assert_int_equal(nb, 5);
+    assert_float_equal(v.throughput, 0.5, 1e-9);
+    assert_float_equal(admit_backlog(a, NULL, SCHED_LANE_BATCH, "b"), 50, 1e-9);
+    /* R13: with both configured at weight 1, each can be promised half. */
+    struct admit_tenant_policy ta = {"a", 1, 0, 0, 0}, tb = {"b", 1, 0, 0, 0};
+    admit_tenant_set(a, &ta);
+    admit_tenant_set(a, &tb);
+    assert_float_equal(admit_tenant_budget(a, "a", 0), 30, 1e-9);
+    admit_destroy(a);
+}
+
+static void mk_worker(struct worker_info *w, const char *id, bool reserved)
+{
+    memset(w, 0, sizeof(*w));
+    snprintf(w->id, sizeof(w->id), "%s", id);
+    snprintf(w->gpu_class, sizeof(w->gpu_class), "RTX 5090");
+    snprintf(w->caps[w->ncaps++], SCHED_NAME_MAX, "image.fast");
+    w->concurrency = 1;
+    w->vram_total_mb = 32768;
+    w->vram_free_mb = 32768;
+    w->speed = 1.0;
+    w->healthy = true;
+    w->reserved = reserved;
+}
+
+static struct sched *mk_sched(void)
+{
+    struct sched *s = sched_create(NULL);
+    struct model_info m = {"image-v2", 22528, 0, MODEL_GENERATION};
+    assert_int_equal(sched_model_set(s, &m), 0);
+    assert_int_equal(sched_model_prior(s, "image-v2", 1.0, 0, 0, 0, 0), 0);
+    return s;
+}
+
+static void add_job(struct sched *s, uint64_t id, enum sched_lane lane, int64_t order, int64_t now)
+{
+    struct job_spec j;
+    memset(&j, 0, sizeof(j));
+    j.id = id;
+    snprintf(j.capability, sizeof(j.capability), "image.fast");
+    snprintf(j.model, sizeof(j.model), "image-v2");
+    j.lane = lane;
+    j.submit_ns = now;
+    j.order_ns = order;
+    assert_int_equal(sched_job_add(s, &j, now), 0);
+}
+
+/* Fair share: tenants of weights 2 and 1 flooding the batch lane get
+ * GPU-seconds 2:1 in start order. */
+static void test_fair_share_order(void **state)
+{
+    (void)state;
+    struct admit *a = admit_create(NULL);
+    struct admit_tenant_policy ta = {"big", 2, 0, 0, 0}, tb = {"small", 1, 0, 0, 0};
+    admit_tenant_set(a, &ta);
+    admit_tenant_set(a, &tb);
+    admit_capacity(a, SCHED_LANE_BATCH, 1, 0);
+    struct sched *s = mk_sched();
+    struct worker_info w;
+    mk_worker(&w, "g0", false);
+    sched_worker_update(s, &w, 0);
+    int64_t order[40];
+    /* "small" submits first, all 20 of its jobs; then "big" its 20. */
+    for (int i = 0; i < 40; i++) {
+        const char *t = i < 20 ? "small" : "big";
+        struct admit_request r = req(t, SCHED_LANE_BATCH, 1, 0);
+        assert_int_equal(admit_accept(a, &r, S(i * 0.001), &order[i]), 0);
+        add_job(s, (uint64_t)i + 1, SCHED_LANE_BATCH, order[i], S(i * 0.001));
+    }
+    int big = 0, small = 0;
+    int64_t now = S(1);
+    for (int k = 0; k < 30; k++) {
+        sched_dispatch(s, now, NULL, NULL);
+        uint64_t id;
+        assert_int_equal(sched_take(s, "g0", now, &id), 0);
+        int i = (int)id - 1;
+        admit_dequeued(a, i < 20 ? "small" : "big", "image.fast", SCHED_LANE_BATCH, 1, order[i],
+                       now);
+        if (i < 20)
+            small++;
+        else
+            big++;
+        now += S(1);
+        assert_int_equal(sched_job_finished(s, id, true, 0, S(1), now), 0);
+        if (k == 14) { /* half way: already 2:1 although "small" came first */
+            assert_int_equal(big, 10);
+            assert_int_equal(small, 5);
+        }
+    }
+    assert_int_equal(big, 20);
+    assert_int_equal(small, 10);
+    /* An idle tenant earns no credit: a newcomer now starts at virtual time. */
+    int64_t late;
+    struct admit_request rn = req("new", SCHED_LANE_BATCH, 1, 0);
+    admit_accept(a, &rn, now, &late);
+    assert_true(late >= order[9]);
+    sched_destroy(s);
+    admit_destroy(a);
+}
+
+/* R8: a reserved GPU runs batch only on a free slot while no interactive job
+ * waits, and takes interactive work first at the batch job's end. */
+static void test_reserved_pool_lends_and_returns(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    struct worker_info w;
+    mk_worker(&w, "r0", true);
+    sched_worker_update(s, &w, 0);
+    for (uint64_t id = 1; id <= 3; id++)
+        add_job(s, id, SCHED_LANE_BATCH, 0, S(0));
+    /* Interactive idle: the reserved GPU lends itself to one batch job; the
+     * others wait in the queue, not on the GPU. */
+    assert_int_equal(sched_dispatch(s, S(0), NULL, NULL), 1);
+    uint64_t id;
+    assert_int_equal(sched_take(s, "r0", S(0), &id), 0);
+    assert_int_equal(id, 1);
+    struct sched_stats st;
+    sched_stats(s, &st);
+    assert_int_equal(st.queued, 2);
+    assert_int_equal(st.placed, 0);
+    /* Interactive work arrives while the batch job runs. */
+    add_job(s, 10, SCHED_LANE_INTERACTIVE, 0, S(0.5));
+    sched_dispatch(s, S(0.5), NULL, NULL);
+    double start, finish;
+    assert_int_equal(sched_job_eta(s, 10, S(0.5), &start, &finish), 0);
+    assert_true(start <= 0.6); /* the batch job's rest, not the batch queue */
+    /* Job boundary: the GPU goes back to interactive. */
+    assert_int_equal(sched_job_finished(s, 1, true, 0, S(1), S(1)), 0);
+    sched_dispatch(s, S(1), NULL, NULL);
+    assert_int_equal(sched_take(s, "r0", S(1), &id), 0);
+    assert_int_equal(id, 10);
+    /* Interactive idle again: lends again. */
+    assert_int_equal(sched_job_finished(s, 10, true, 0, S(1), S(2)), 0);
+    assert_int_equal(sched_dispatch(s, S(2), NULL, NULL), 1);
+    assert_int_equal(sched_take(s, "r0", S(2), &id), 0);
+    assert_int_equal(id, 2);
+    sched_destroy(s);
+}
+
+/* An interactive job never waits behind a batch job that has not started. */
+static void test_interactive_ahead_of_unstarted_batch(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    struct worker_info w;
+    mk_worker(&w, "g0", false);
+    sched_worker_update(s, &w, 0);
+    add_job(s, 1, SCHED_LANE_BATCH, 0, 0);
+    add_job(s, 2, SCHED_LANE_BATCH, 0, 0);
+    assert_int_equal(sched_dispatch(s, 0, NULL, NULL), 1); /* one, on the free slot */
+    /* Placed, not yet taken, when an interactive job comes. */
+    add_job(s, 3, SCHED_LANE_INTERACTIVE, 0, S(0.1));
+    assert_int_equal(sched_dispatch(s, S(0.1), NULL, NULL), 1);
+    uint64_t id;
+    assert_int_equal(sched_take(s, "g0", S(0.1), &id), 0);
+    assert_int_equal(id, 3);
+    /* The 16-batch-jobs case: 4 GPUs busy with 10 s batch jobs and 12 more
+     * queued; an interactive job's ETA and its real start agree. */
+    sched_destroy(s);
+    s = mk_sched();
+    assert_int_equal(sched_model_prior(s, "image-v2", 10.0, 0, 0, 0, 0), 0);
+    char ids[4][8];
+    for (int g = 0; g < 4; g++) {
+        snprintf(ids[g], sizeof(ids[g]), "g%d", g);
+        mk_worker(&w, ids[g], false);
+        sched_worker_update(s, &w, 0);
+    }
+    for (uint64_t j = 1; j <= 16; j++)
+        add_job(s, j, SCHED_LANE_BATCH, 0, 0);
+    sched_dispatch(s, 0, NULL, NULL);
+    for (int g = 0; g < 4; g++)
+        assert_int_equal(sched_take(s, ids[g], 0, &id), 0);
+    add_job(s, 100, SCHED_LANE_INTERACTIVE, 0, S(2.5));
+    sched_dispatch(s, S(2.5), NULL, NULL);
+    double start, finish;
+    assert_int_equal(sched_job_eta(s, 100, S(2.5), &start, &finish), 0);
+    assert_float_equal(start, 7.5, 0.01); /* the running jobs' rest: 10 - 2.5 */
+    /* g0's job ends: the interactive job is the next one it takes. */
+    assert_int_equal(sched_job_finished(s, 1, true, 0, S(10), S(10)), 0);
+    sched_dispatch(s, S(10), NULL, NULL);
+    bool got = false;
+    for (int g = 0; g < 4 && !got; g++)
+        if (sched_take(s, ids[g], S(10), &id) == 0)
+            got = id == 100;
+    assert_true(got);
+    sched_destroy(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_token_bucket),
+        cmocka_unit_test(test_lane_wait_429_and_retry_after),
+        cmocka_unit_test(test_concurrency_cap),
+        cmocka_unit_test(test_batch_share_of_queue),
+        cmocka_unit_test(test_fair_share_order),
+        cmocka_unit_test(test_reserved_pool_lends_and_returns),
+        cmocka_unit_test(test_interactive_ahead_of_unstarted_batch),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
