@@ -20,6 +20,7 @@
 #include "store/store.h"
 
 struct dispatcher;
+struct fleet;
 struct http_server;
 struct timers;
 
@@ -33,6 +34,7 @@ struct head {
     struct dispatcher *disp;
     struct http_server *http;
     struct timers *timers;
+    struct fleet *fleet;          /* recent decisions, for the fleet view (fleet.h) */
     /* (capability, model) pairs workers declared, persisted; guarded by catalog_lock. */
     pthread_mutex_t catalog_lock;
     struct catalog *catalog;

@@ -378,6 +378,14 @@ void jobs_count(struct jobs *t, int counts[JOB_NSTATES])
                 counts[j->rec.lc.state]++;
 }
 
+void jobs_each(struct jobs *t, void (*fn)(void *arg, const struct hjob *j), void *arg)
+{
+    for (size_t i = 0; i < t->nbuckets; i++)
+        for (struct hjob *j = t->buckets[i]; j; j = j->next)
+            if (j->committed)
+                fn(arg, j);
+}
+
 void jobs_set_next_id(struct jobs *t, uint64_t next)
 {
     if (next > t->next_id)

@@ -77,6 +77,8 @@ int jobs_sweep(struct jobs *t, int64_t cutoff_ms);
 void jobs_shutdown(struct jobs *t);
 /* Counts by state (array of JOB_NSTATES). */
 void jobs_count(struct jobs *t, int counts[JOB_NSTATES]);
+/* Calls fn(arg, j) for every committed job, in no order (lock held). */
+void jobs_each(struct jobs *t, void (*fn)(void *arg, const struct hjob *j), void *arg);
 
 /* The timed list: every job whose life time alone can change — running
  * (lease, timeout, deadline) or queued with a deadline. jobs_retrack puts j on

@@ -14,6 +14,7 @@
 #include "head/args.h"
 #include "head/datadir.h"
 #include "head/dispatch.h"
+#include "head/fleet.h"
 #include "head/ops.h"
 
 #define MOD "gpuqd"
@@ -59,6 +60,7 @@ int main(int argc, char **argv)
     h.registry = registry_create();
     h.committer = committer_create(h.store);
     h.timers = timers_create();
+    h.fleet = fleet_create();
     h.disp = dispatcher_create(&h);
     if (tenants_load(h.tenants, h.store) || head_recover(&h)) {
         log_error(MOD, "cannot load state from the store");
@@ -107,6 +109,7 @@ int main(int argc, char **argv)
     store_close(h.store);
     registry_destroy(h.registry);
     tenants_destroy(h.tenants);
+    fleet_destroy(h.fleet);
     jobs_destroy(h.jobs);
     datadir_remove_file(h.cfg.data_dir, "head.url");
     log_info(MOD, "stopped");
