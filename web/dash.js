@@ -208,7 +208,7 @@
       "VRAM " + fmtMb(g.vram_used_mb) + " / " + fmtMb(g.vram_total_mb);
     const ml = card.querySelector(".models");
     ml.replaceChildren();
-    for (const m of g.models) ml.append(el("span", null, m.name + (m.pinned ? " 📌" : "")));
+    for (const m of g.models) ml.append(el("span", null, m.name + (m.pinned ? " (pinned)" : "")));
     if (!g.models.length) ml.append(el("span", "idle", "no model loaded"));
 
     const jobs = card.querySelector(".jobs");
@@ -283,7 +283,9 @@
     if (!queues.length) {
       const td = el("td", "empty", "nothing queued or running");
       td.colSpan = 6;
-      body.append(el("tr")).append(td);
+      const tr = el("tr");
+      tr.append(td);
+      body.append(tr);
     }
   }
 
@@ -299,7 +301,9 @@
     if (!tenants.length) {
       const td = el("td", "empty", "no tenant has work in");
       td.colSpan = 4;
-      body.append(el("tr")).append(td);
+      const tr = el("tr");
+      tr.append(td);
+      body.append(tr);
     }
   }
 
