@@ -57,5 +57,6 @@ int cmd_worker_token_add(int argc, char **argv);
 int cmd_workers(int argc, char **argv);
 int cmd_drain(int argc, char **argv);
 int cmd_resubmit(int argc, char **argv);
+int cmd_top(int argc, char **argv);
 
 #endif
