@@ -7,6 +7,7 @@
 
 (function () {
   const HISTORY = 120;          // queue samples kept per row (one a second)
+  const DECISIONS = 12;         // recent decisions shown
   let key = null;               // the API key, in memory only
   let abort = null;             // AbortController of the live stream
   let latest = null;            // the last snapshot
@@ -310,7 +311,7 @@
   function renderDecisions(decisions) {
     const list = $("decisions");
     list.replaceChildren();
-    for (const d of decisions) {
+    for (const d of decisions.slice(0, DECISIONS)) {
       const li = el("li");
       const when = new Date(d.time_ms).toLocaleTimeString();
       li.append(el("span", "when", when),
