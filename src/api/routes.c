@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/fleet_api.h"
 #include "api/json.h"
 #include "api/routes_ext.h"
 #include "common/alloc.h"
@@ -1279,6 +1280,25 @@ static void agent_input(struct ctx *c)
     http_resp_header(c->resp, "X-Input-Sha256", "%s", r.sha256);
 }
 
+/* ---- the fleet and the dashboard (api/fleet_api.c) ---- */
+
+static void get_fleet(struct ctx *c)
+{
+    fleet_api_get(c->h, c->who.kind == CALLER_TENANT ? c->who.tenant.id : -1, c->resp);
+}
+
+static void get_fleet_events(struct ctx *c)
+{
+    fleet_api_events(c->h, c->who.kind == CALLER_TENANT ? c->who.tenant.id : -1, c->req,
+                     c->resp);
+}
+
+static void get_web(struct ctx *c)
+{
+    if (fleet_api_asset(c->param ? c->param : "", c->resp))
+        fail(c, 404, "not_found", "path", "no such file");
+}
+
 /* ---- health ---- */
 
 static void get_healthz(struct ctx *c)
@@ -1340,6 +1360,12 @@ EXT_ROUTE(capacity_get)
 static const struct route routes[] = {
     {"GET", "/healthz", get_healthz, ANYONE, BODY_NONE, NULL},
     {"GET", "/readyz", get_readyz, ANYONE, BODY_NONE, NULL},
+    /* the dashboard (its files need no key; the page asks for one) */
+    {"GET", "", get_web, ANYONE, BODY_NONE, NULL},
+    {"GET", "/ui/{name}", get_web, ANYONE, BODY_NONE, NULL},
+    {"GET", "/v1/fleet", get_fleet, TENANT | ADMIN, BODY_NONE, "this key cannot see the fleet"},
+    {"GET", "/v1/fleet/events", get_fleet_events, TENANT | ADMIN, BODY_NONE,
+     "this key cannot see the fleet"},
     /* client */
     {"POST", "/v1/jobs", post_job, TENANT, BODY_JSON, "jobs are submitted with a tenant's key"},
     {"GET", "/v1/jobs", list_jobs, TENANT | ADMIN, BODY_NONE, "this key cannot list jobs"},

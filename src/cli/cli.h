@@ -63,5 +63,6 @@ int cmd_batch_cancel(int argc, char **argv);
 int cmd_batch_ls(int argc, char **argv);
 int cmd_backlog(int argc, char **argv);
 int cmd_capacity(int argc, char **argv);
+int cmd_top(int argc, char **argv);
 
 #endif

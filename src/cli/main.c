@@ -28,6 +28,7 @@ static const struct command commands[] = {
     {"workers", NULL, cmd_workers, "list workers: state, temperature, VRAM, models, load"},
     {"drain", NULL, cmd_drain, "drain a worker (admin)"},
     {"resubmit", NULL, cmd_resubmit, "run a dead, failed or expired job again (admin)"},
+    {"top", NULL, cmd_top, "the fleet live in the terminal: GPUs, queues, decisions (q quits)"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

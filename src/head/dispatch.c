@@ -19,6 +19,7 @@
 #include "common/timer.h"
 #include "head/admission.h"
 #include "head/head.h"
+#include "head/fleet.h"
 
 #define MOD "dispatch"
 #define MAX_EXPIRE 64
@@ -424,6 +425,7 @@ static void on_placed(uint64_t job_id, const char *worker_id, const struct sched
     buf_puts(&b, "]}");
     log_json(b.data);
     buf_fini(&b);
+    fleet_note_placement(d->h->fleet, job_id, worker_id, why, clock_wall_ms());
     d->stats.decisions++;
 }
 

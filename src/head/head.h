@@ -22,6 +22,7 @@
 struct admission;
 struct batches;
 struct dispatcher;
+struct fleet;
 struct http_server;
 struct timers;
 
@@ -37,6 +38,7 @@ struct head {
     struct timers *timers;
     struct batches *batches;     /* head/batches.h */
     struct admission *admission; /* head/admission.h: verdicts at submit, lanes' capacity */
+    struct fleet *fleet;          /* recent decisions, for the fleet view (fleet.h) */
     /* (capability, model) pairs workers declared, persisted; guarded by catalog_lock. */
     pthread_mutex_t catalog_lock;
     struct catalog *catalog;

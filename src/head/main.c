@@ -16,6 +16,7 @@
 #include "head/datadir.h"
 #include "head/batches.h"
 #include "head/dispatch.h"
+#include "head/fleet.h"
 #include "head/ops.h"
 
 #define MOD "gpuqd"
@@ -62,6 +63,7 @@ int main(int argc, char **argv)
     h.committer = committer_create(h.store);
     h.timers = timers_create();
     h.admission = admission_create(&h.cfg);
+    h.fleet = fleet_create();
     h.disp = dispatcher_create(&h);
     if (tenants_load(h.tenants, h.store) || head_recover(&h) || head_batches_recover(&h)) {
         log_error(MOD, "cannot load state from the store");
@@ -110,6 +112,7 @@ int main(int argc, char **argv)
     store_close(h.store);
     registry_destroy(h.registry);
     tenants_destroy(h.tenants);
+    fleet_destroy(h.fleet);
     jobs_destroy(h.jobs);
     batches_destroy(h.batches);
     datadir_remove_file(h.cfg.data_dir, "head.url");

@@ -87,5 +87,7 @@ int head_recover(struct head *h);
 
 /* Readiness, workers, tenants, results: the rest of what the API may call. */
 #include "head/ops_admin.h"
+/* The fleet at a glance: head_fleet_view. */
+#include "head/fleet.h"
 
 #endif
