@@ -1114,7 +1114,8 @@ int sched_pause(struct sched *s, const char *cap, int lane, bool paused)
     if (!s || (!cap && (lane < 0 || lane > 1)))
         return GPUQ_EINVAL;
     if (cap) {
-        s->caps[cap_index(s, cap, true)].paused = paused;
+        int ci = cap_index(s, cap, true); /* may move s->caps */
+        s->caps[ci].paused = paused;
     } else if (paused) {
         s->paused_lanes |= 1u << lane;
     } else {
