@@ -94,7 +94,8 @@ int main(int argc, char **argv)
         {"head", required_argument, NULL, 'h'},       {"worker-token", required_argument, NULL, 't'},
         {"config", required_argument, NULL, 'c'},     {"sim-gpus", required_argument, NULL, 's'},
         {"verbose", no_argument, NULL, 'v'},          {"help", no_argument, NULL, 'H'},
-        {"version", no_argument, NULL, 'V'},          {"check-config", required_argument, NULL, 'C'},
+        {"version", no_argument, NULL, 'V'},
+        {"check-config", required_argument, NULL, 'C'},
         {NULL, 0, NULL, 0},
     };
     int o;

@@ -105,8 +105,8 @@ int cli_start(struct cli *c, const char *cmd, const char *usage, const char *abo
     if (!key) {
         if (c->admin)
             fprintf(stderr, "gpuq %s: no admin key: set GPUQ_ADMIN_KEY, pass --key, or run "
-                            "where DATA/admin.key is readable (DATA: " PATHS_DATA_HELP "); $GPUQ_KEY "
-                            "is tried last\n",
+                            "where DATA/admin.key is readable (DATA: " PATHS_DATA_HELP
+                            "); $GPUQ_KEY is tried last\n",
                     cmd);
         else
             fprintf(stderr, "gpuq %s: no API key: set GPUQ_KEY or pass --key (an admin "
