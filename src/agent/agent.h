@@ -83,7 +83,9 @@ struct worker {
     pthread_mutex_t mu;
     pthread_cond_t cv;                          /* poller waits for a slot */
     enum worker_state state;                    /* [mu] */
-    bool drain;                                 /* [mu] */
+    bool drain;                                 /* [mu] draining to exit (SIGTERM) */
+    bool head_drain;                            /* [mu] the head's drain: idle, registered */
+    bool said_drained;                          /* controller only: logged the head's drain done */
     bool registered, deregistered;              /* [mu] */
     bool polling;                               /* [mu] a long-poll is out */
     json_t *pending;                            /* [mu] assignments not yet taken */
@@ -150,6 +152,9 @@ int worker_start(struct worker *w);
 void worker_join(struct worker *w);
 /* worker_request_drain: finish what it holds, take nothing new, deregister. */
 void worker_request_drain(struct worker *w);
+/* worker_set_head_drain: the head's drain flag (heartbeat answers). On: take
+ * nothing new, finish what it holds, stay registered; off: take work again. */
+void worker_set_head_drain(struct worker *w, bool on);
 void worker_wake(struct worker *w);
 /* worker_busy: share of slots running a job (0..1), for the sim thermal model. */
 double worker_busy_locked(const struct worker *w);

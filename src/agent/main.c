@@ -27,7 +27,11 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: gpuq-agent --head URL --worker-token TOKEN [--config FILE] "
                "[--sim-gpus N] [--verbose]\n"
-               "  TOKEN may also come from $GPUQ_WORKER_TOKEN. See docs/agent-config.md.\n");
+               "       gpuq-agent --check-config FILE | --version\n"
+               "  TOKEN may also come from $GPUQ_WORKER_TOKEN (better: it stays out of ps).\n"
+               "  --check-config  read FILE, report the first error, exit 0 when it is valid\n"
+               "  Runtime outputs go to work_dir (config; default $TMPDIR/gpuq-agent-PID,\n"
+               "  removed at exit). See docs/agent-config.md.\n");
 }
 
 static int discover(struct agent *a)
@@ -91,6 +95,8 @@ int main(int argc, char **argv)
         {"head", required_argument, NULL, 'h'},       {"worker-token", required_argument, NULL, 't'},
         {"config", required_argument, NULL, 'c'},     {"sim-gpus", required_argument, NULL, 's'},
         {"verbose", no_argument, NULL, 'v'},          {"help", no_argument, NULL, 'H'},
+        {"version", no_argument, NULL, 'V'},
+        {"check-config", required_argument, NULL, 'C'},
         {NULL, 0, NULL, 0},
     };
     int o;
@@ -121,6 +127,19 @@ int main(int argc, char **argv)
         case 'H':
             usage(stdout);
             return 0;
+        case 'V':
+            printf("gpuq-agent %s\n", GPUQ_VERSION);
+            return 0;
+        case 'C': {
+            char err[600];
+            agent_config_defaults(&a->cfg, argv[0]);
+            if (agent_config_load(&a->cfg, optarg, err, sizeof err) != 0) {
+                fprintf(stderr, "gpuq-agent: %s\n", err);
+                return 2;
+            }
+            printf("%s: valid\n", optarg);
+            return 0;
+        }
         default:
             usage(stderr);
             return 2;

@@ -63,7 +63,7 @@ void monitor_kick(struct agent *a)
 
 static const char *state_name(const struct worker *w)
 {
-    if (w->drain || w->state == WS_DONE)
+    if (w->drain || w->head_drain || w->state == WS_DONE)
         return "draining";
     return w->state == WS_READY ? "ready" : "warming";
 }
@@ -261,8 +261,9 @@ static void do_register(struct agent *a, struct worker *w, struct http_client *h
 
 static void handle_answer(struct worker *w, json_t *answer)
 {
-    if (json_is_true(json_object_get(answer, "drain")))
-        worker_request_drain(w);
+    /* The head's drain holds the worker idle but registered, until the
+     * admin undoes it; only the agent's own stop makes it leave. */
+    worker_set_head_drain(w, json_is_true(json_object_get(answer, "drain")));
     json_t *cancel = json_object_get(answer, "cancel");
     if (!json_is_array(cancel))
         return;

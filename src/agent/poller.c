@@ -43,6 +43,7 @@ void *poller_main(void *arg)
             if (w->state == WS_DONE)
                 break;
             bool can = w->registered && !w->deregistered && w->state == WS_READY && !w->drain &&
+                       !w->head_drain &&
                        w->held < w->view.concurrency;
             /* A full outbox: results wait for the head; take no new work meanwhile. */
             bool full = outbox_full(&a->outbox);

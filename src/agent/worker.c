@@ -918,6 +918,14 @@ static void *controller_main(void *arg)
         }
         advance(w);
 
+        /* The head's drain: say once when the last job is done. */
+        pthread_mutex_lock(&w->mu);
+        bool head_drained = w->head_drain && count_jobs(w, false) == 0;
+        pthread_mutex_unlock(&w->mu);
+        if (head_drained && !w->said_drained)
+            log_info(MOD, "worker %s: drained; idle and registered until undrained", w->id);
+        w->said_drained = head_drained;
+
         if (drain) {
             pthread_mutex_lock(&w->mu);
             bool idle = count_jobs(w, false) == 0 && !w->polling &&
@@ -1035,6 +1043,23 @@ void worker_request_drain(struct worker *w)
         log_info(MOD, "worker %s: draining", w->id);
         monitor_kick(w->agent);
     }
+    worker_wake(w);
+}
+
+void worker_set_head_drain(struct worker *w, bool on)
+{
+    pthread_mutex_lock(&w->mu);
+    bool was = w->head_drain;
+    w->head_drain = on;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    if (was == on)
+        return;
+    if (on)
+        log_info(MOD, "worker %s: draining (asked by the head): no new work", w->id);
+    else
+        log_info(MOD, "worker %s: undrained by the head: taking work again", w->id);
+    monitor_kick(w->agent);
     worker_wake(w);
 }
 

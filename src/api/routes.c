@@ -930,6 +930,161 @@ static void drain_worker(struct ctx *c)
     reply_json(c, 200);
 }
 
+static void undrain_worker(struct ctx *c)
+{
+    const char *id = c->param;
+    if (head_worker_undrain(c->h, id)) {
+        fail(c, 404, "not_found", "id", "no worker '%.64s'", id);
+        return;
+    }
+    buf_printf(&c->resp->body, "{\"worker_id\":");
+    json_put_string(&c->resp->body, id);
+    buf_puts(&c->resp->body, ",\"drain_requested\":false}");
+    reply_json(c, 200);
+}
+
+/* The answer to a tenant's removal, key revocation or rotation, once durable. */
+static void tenant_change_finish(void *arg, struct http_resp *resp)
+{
+    struct later *l = arg;
+    struct ctx c;
+    later_ctx(l, resp, &c);
+    const struct admin_answer *a = &l->admin;
+    struct buf *out = &resp->body;
+    if (l->rc == GPUQ_ENOENT) {
+        fail(&c, 404, "not_found", "name", "no tenant '%.64s'", a->name);
+    } else if (l->rc) {
+        fail_store(&c, l->rc);
+    } else {
+        buf_puts(out, "{\"name\":");
+        json_put_string(out, a->name);
+        if (a->secret[0])
+            buf_printf(out, ",\"tier\":\"%s\",\"key\":\"%s\"}", job_tier_name(a->tenant.tier),
+                       a->secret);
+        else if (l->flag)
+            buf_puts(out, ",\"removed\":true}");
+        else
+            buf_puts(out, ",\"key_revoked\":true}");
+        reply_json(&c, 200);
+    }
+    later_free(l);
+}
+
+static void tenant_change(struct ctx *c, enum head_tenant_change change)
+{
+    struct later *l = later_new(c);
+    l->flag = change == HEAD_TENANT_REMOVE;
+    http_defer(c->req, tenant_change_finish, l);
+    head_tenant_change(c->h, c->param, change, admin_done, l);
+}
+
+static void delete_tenant(struct ctx *c)
+{
+    tenant_change(c, HEAD_TENANT_REMOVE);
+}
+
+static void revoke_key(struct ctx *c)
+{
+    tenant_change(c, HEAD_KEY_REVOKE);
+}
+
+static void rotate_key(struct ctx *c)
+{
+    tenant_change(c, HEAD_KEY_ROTATE);
+}
+
+/* {"capabilities":[…],"lanes":[…]}: what is paused now. */
+static void render_pauses(struct ctx *c)
+{
+    enum { MAX_PAUSED = 256 };
+    char(*caps)[SCHED_NAME_MAX] = xcalloc(MAX_PAUSED, SCHED_NAME_MAX);
+    unsigned lanes = 0;
+    struct buf *out = &c->resp->body;
+    int n = head_pauses(c->h, caps, MAX_PAUSED, &lanes);
+    buf_puts(out, "{\"capabilities\":[");
+    for (int i = 0; i < n; i++) {
+        if (i)
+            buf_puts(out, ",");
+        json_put_string(out, caps[i]);
+    }
+    free(caps);
+    buf_printf(out, "],\"lanes\":[%s%s%s]}", lanes & 1 ? "\"interactive\"" : "",
+               lanes == 3 ? "," : "", lanes & 2 ? "\"batch\"" : "");
+    reply_json(c, 200);
+}
+
+static void pause_change(struct ctx *c, bool is_cap, bool paused)
+{
+    int lane = -1;
+    if (!is_cap) {
+        if (!strcmp(c->param, "interactive"))
+            lane = 0;
+        else if (!strcmp(c->param, "batch"))
+            lane = 1;
+        else {
+            fail(c, 404, "not_found", "lane", "lane: 'interactive' or 'batch', not '%.64s'",
+                 c->param);
+            return;
+        }
+    } else if (!*c->param || strlen(c->param) >= SCHED_NAME_MAX) {
+        fail(c, 400, "invalid_field", "capability", "capability: 1..%d bytes",
+             SCHED_NAME_MAX - 1);
+        return;
+    }
+    int rc = head_pause(c->h, is_cap ? c->param : NULL, lane, paused);
+    if (rc) {
+        fail(c, 500, "internal", NULL, "%s", gpuq_strerror(rc));
+        return;
+    }
+    render_pauses(c);
+}
+
+static void pause_capability(struct ctx *c)
+{
+    pause_change(c, true, true);
+}
+
+static void resume_capability(struct ctx *c)
+{
+    pause_change(c, true, false);
+}
+
+static void pause_lane(struct ctx *c)
+{
+    pause_change(c, false, true);
+}
+
+static void resume_lane(struct ctx *c)
+{
+    pause_change(c, false, false);
+}
+
+static void list_pauses(struct ctx *c)
+{
+    render_pauses(c);
+}
+
+static void promote_job(struct ctx *c)
+{
+    struct job_rec j;
+    int rc = head_job_promote(c->h, c->id, &j);
+    if (rc == GPUQ_EINVAL) {
+        fail(c, 409, "conflict", "id", "job %llu is not queued; only queued jobs move",
+             (unsigned long long)c->id);
+        return;
+    }
+    if (rc == GPUQ_ENOENT) {
+        not_found_job(c, c->id);
+        return;
+    }
+    if (rc) {
+        fail_store(c, rc);
+        return;
+    }
+    render_job(c, 200, &j);
+    job_rec_free_fields(&j);
+}
+
 /* ---- agent routes ---- */
 
 static void agent_register(struct ctx *c)
@@ -1401,6 +1556,25 @@ static const struct route routes[] = {
     {"GET", "/v1/workers", list_workers, TENANT | ADMIN, BODY_NONE,
      "this key cannot list workers"},
     {"POST", "/v1/workers/{name}/drain", drain_worker, ADMIN, BODY_NONE,
+     "this call needs the admin key"},
+    {"POST", "/v1/workers/{name}/undrain", undrain_worker, ADMIN, BODY_NONE,
+     "this call needs the admin key"},
+    {"DELETE", "/v1/tenants/{name}", delete_tenant, ADMIN, BODY_NONE,
+     "this call needs the admin key"},
+    {"POST", "/v1/tenants/{name}/key", rotate_key, ADMIN, BODY_NONE,
+     "this call needs the admin key"},
+    {"DELETE", "/v1/tenants/{name}/key", revoke_key, ADMIN, BODY_NONE,
+     "this call needs the admin key"},
+    {"GET", "/v1/pauses", list_pauses, ADMIN, BODY_NONE, "this call needs the admin key"},
+    {"POST", "/v1/capabilities/{name}/pause", pause_capability, ADMIN, BODY_NONE,
+     "this call needs the admin key"},
+    {"POST", "/v1/capabilities/{name}/resume", resume_capability, ADMIN, BODY_NONE,
+     "this call needs the admin key"},
+    {"POST", "/v1/lanes/{name}/pause", pause_lane, ADMIN, BODY_NONE,
+     "this call needs the admin key"},
+    {"POST", "/v1/lanes/{name}/resume", resume_lane, ADMIN, BODY_NONE,
+     "this call needs the admin key"},
+    {"POST", "/v1/jobs/{id}/promote", promote_job, ADMIN, BODY_NONE,
      "this call needs the admin key"},
     /* agents (docs/protocol-worker.md) */
     {"POST", "/v1/agent/register", agent_register, WORKER, BODY_JSON,

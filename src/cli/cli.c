@@ -7,28 +7,25 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/paths.h"
 
 static struct opt global_opts[] = {
     {.name = "url", .arg = "URL", .help = "server URL (default $GPUQ_URL or " CLI_DEFAULT_URL ")"},
-    {.name = "key", .arg = "KEY", .help = "API key (default $GPUQ_KEY)"},
+    {.name = "key", .arg = "KEY",
+     .help = "API key (default $GPUQ_KEY; admin commands: $GPUQ_ADMIN_KEY, then DATA/admin.key, "
+             "then $GPUQ_KEY)"},
     {.name = "json", .help = "print machine-readable JSON on stdout"},
     {.name = "help", .help = "show this help"},
     {0},
 };
 
-/* Reads the admin key from $GPUQ_DATA/admin.key (default
- * ~/.local/share/gpuq/admin.key) into out; 0 or GPUQ_ENOENT. */
-static int read_admin_key(char *out, size_t outlen)
+/* Reads the admin key from DATA/admin.key (DATA: paths_default_data) into
+ * out and the file's path into path; 0 or GPUQ_ENOENT. */
+static int read_admin_key(char *out, size_t outlen, char *path, size_t pathlen)
 {
-    char path[1024];
-    const char *data = getenv("GPUQ_DATA");
-    const char *home = getenv("HOME");
-    if (data && *data)
-        snprintf(path, sizeof path, "%s/admin.key", data);
-    else if (home && *home)
-        snprintf(path, sizeof path, "%s/.local/share/gpuq/admin.key", home);
-    else
-        return GPUQ_ENOENT;
+    char data[900];
+    paths_default_data(data, sizeof data);
+    snprintf(path, pathlen, "%s/admin.key", data);
     FILE *f = fopen(path, "r");
     if (!f)
         return GPUQ_ENOENT;
@@ -38,6 +35,34 @@ static int read_admin_key(char *out, size_t outlen)
     while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == '\r' || out[n - 1] == ' '))
         out[--n] = '\0';
     return n > 0 ? 0 : GPUQ_ENOENT;
+}
+
+/* Picks the key to present and says where it came from (for messages).
+ * --key wins; an admin command then takes $GPUQ_ADMIN_KEY, then
+ * DATA/admin.key, and only then $GPUQ_KEY; other commands take $GPUQ_KEY. */
+static const char *pick_key(struct cli *c, const char *flag, char *admin_key, size_t size)
+{
+    if (flag && *flag) {
+        snprintf(c->key_source, sizeof c->key_source, "--key");
+        return flag;
+    }
+    const char *v;
+    if (c->admin) {
+        if ((v = getenv("GPUQ_ADMIN_KEY")) && *v) {
+            snprintf(c->key_source, sizeof c->key_source, "$GPUQ_ADMIN_KEY");
+            return v;
+        }
+        char path[1024];
+        if (read_admin_key(admin_key, size, path, sizeof path) == 0) {
+            snprintf(c->key_source, sizeof c->key_source, "%.200s", path);
+            return admin_key;
+        }
+    }
+    if ((v = getenv("GPUQ_KEY")) && *v) {
+        snprintf(c->key_source, sizeof c->key_source, "$GPUQ_KEY");
+        return v;
+    }
+    return NULL;
 }
 
 int cli_start(struct cli *c, const char *cmd, const char *usage, const char *about,
@@ -74,16 +99,18 @@ int cli_start(struct cli *c, const char *cmd, const char *usage, const char *abo
     }
     snprintf(c->url, sizeof c->url, "%s", url);
 
-    const char *key = opts_find(global_opts, "key")->value;
-    if (!key)
-        key = getenv("GPUQ_KEY");
     char admin_key[256] = "";
-    if ((!key || !*key) && c->admin && read_admin_key(admin_key, sizeof admin_key) == 0)
-        key = admin_key;
-    if (!key || !*key) {
-        fprintf(stderr, "gpuq %s: no API key: set GPUQ_KEY or pass --key%s\n", cmd,
-                c->admin ? " (or run where $GPUQ_DATA/admin.key is readable)"
-                         : " (an admin creates one with: gpuq tenant add NAME)");
+    const char *key = pick_key(c, opts_find(global_opts, "key")->value, admin_key,
+                               sizeof admin_key);
+    if (!key) {
+        if (c->admin)
+            fprintf(stderr, "gpuq %s: no admin key: set GPUQ_ADMIN_KEY, pass --key, or run "
+                            "where DATA/admin.key is readable (DATA: " PATHS_DATA_HELP
+                            "); $GPUQ_KEY is tried last\n",
+                    cmd);
+        else
+            fprintf(stderr, "gpuq %s: no API key: set GPUQ_KEY or pass --key (an admin "
+                            "creates one with: gpuq tenant add NAME)\n", cmd);
         return CLI_EUSAGE;
     }
     int rc = client_init(&c->http, c->url, key);
@@ -113,6 +140,11 @@ int cli_call(struct cli *c, const char *method, const char *path, json_t *body,
     }
     if (r.status < 200 || r.status >= 300) {
         client_print_error(c->cmd, &r);
+        if (r.status == 403 && c->admin)
+            fprintf(stderr, "gpuq %s: the key used came from %s, which is not the admin key; "
+                            "pass the admin key with GPUQ_ADMIN_KEY=... or --key, or run where "
+                            "DATA/admin.key is readable (DATA: " PATHS_DATA_HELP ")\n",
+                    c->cmd, c->key_source);
         client_resp_fini(&r);
         return CLI_EREFUSED;
     }

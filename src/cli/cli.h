@@ -25,6 +25,7 @@ struct cli {
     int json;               /* --json: machine-readable output on stdout */
     int admin;              /* the command is an admin one (may use DATA/admin.key) */
     char url[1024];
+    char key_source[256];   /* where the key came from: "--key", "$GPUQ_KEY", a file */
     struct client http;
     const char *pos[CLI_MAX_POS]; /* positional arguments */
     size_t npos;
@@ -64,5 +65,17 @@ int cmd_batch_ls(int argc, char **argv);
 int cmd_backlog(int argc, char **argv);
 int cmd_capacity(int argc, char **argv);
 int cmd_top(int argc, char **argv);
+/* cmd_ops.c */
+int cmd_result(int argc, char **argv);
+int cmd_wait(int argc, char **argv);
+int cmd_worker_drain(int argc, char **argv);
+int cmd_worker_undrain(int argc, char **argv);
+int cmd_tenant_rm(int argc, char **argv);
+int cmd_key_revoke(int argc, char **argv);
+int cmd_key_rotate(int argc, char **argv);
+int cmd_pause(int argc, char **argv);
+int cmd_resume(int argc, char **argv);
+int cmd_pauses(int argc, char **argv);
+int cmd_promote(int argc, char **argv);
 
 #endif

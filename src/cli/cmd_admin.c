@@ -195,8 +195,8 @@ int cmd_drain(int argc, char **argv)
     struct cli c = {0};
     const char *usage = "drain WORKER";
     int rc = start_admin(&c, "drain", usage,
-                         "Drains a worker: it takes no new jobs, finishes its inflight ones and "
-                         "deregisters.",
+                         "Drains a worker: it takes no new jobs and finishes those it holds; it "
+                         "stays registered, idle, until `gpuq worker undrain`.",
                          no_opts, argc, argv);
     if (rc != CLI_OK)
         return rc < 0 ? CLI_OK : rc;

@@ -78,7 +78,8 @@ static struct opt submit_opts[] = {
     {.name = "wait", .help = "wait for the job to end, showing progress, and download its result"},
     {.name = "timeout", .arg = "S", .help = "with --wait: give up waiting after S seconds"},
     {.name = "output", .arg = "FILE",
-     .help = "with --wait: where to save the result (default ID.png)"},
+     .help = "with --wait: where to save the result (default ID.png; also -o FILE)"},
+    {.name = "out", .arg = "DIR", .help = "with --wait: save the result as DIR/ID.EXT"},
     {0},
 };
 
@@ -269,18 +270,9 @@ static int submit_wait(struct cli *c, const char *id)
     char path[1024] = "";
     if (strcmp(state, "succeeded") == 0 && json_is_object(result)) {
         o = opts_find(submit_opts, "output");
-        if (opts_given(o)) {
-            snprintf(path, sizeof path, "%s", o->value);
-        } else {
-            const char *ct = json_string_value(json_object_get(result, "content_type"));
-            /* The id comes from the server: keep only safe characters in a file name. */
-            char safe[128];
-            size_t n = 0;
-            for (const char *p = id; *p && n < sizeof safe - 1; p++)
-                safe[n++] = (strchr("/\\", *p) || *p == '.') ? '_' : *p;
-            safe[n] = '\0';
-            snprintf(path, sizeof path, "%s.%s", safe, wait_result_ext(ct));
-        }
+        const char *ct = json_string_value(json_object_get(result, "content_type"));
+        wait_result_path(id, ct, opts_given(o) ? o->value : NULL,
+                         opts_find(submit_opts, "out")->value, path, sizeof path);
         rc = wait_download(c, id, path);
         if (rc == CLI_OK)
             fprintf(stderr, "wrote %s\n", path);
@@ -313,7 +305,7 @@ int cmd_submit(int argc, char **argv)
                        "submit --capability CAP [--model M] [--prompt P] [--width W --height H "
                        "--steps S --frames F --seed N] [--param K=V …] [--input NAME=FILE …] "
                        "[--lane L] [--priority T] "
-                       "[--idempotency-key K] [--deadline MS] [--wait [--output FILE]]",
+                       "[--idempotency-key K] [--deadline MS] [--wait [--output FILE | --out DIR]]",
                        "Submits a generation job. Prints the job id (with --json the job); with "
                        "--wait follows it to the end, printing progress to stderr, and saves its "
                        "result.",
@@ -326,10 +318,17 @@ int cmd_submit(int argc, char **argv)
         return CLI_EUSAGE;
     }
     int waiting = opts_given(opts_find(submit_opts, "wait"));
-    if (!waiting && (opts_given(opts_find(submit_opts, "output")) ||
-                     opts_given(opts_find(submit_opts, "timeout")))) {
-        fprintf(stderr, "gpuq submit: --%s needs --wait\n",
-                opts_given(opts_find(submit_opts, "output")) ? "output" : "timeout");
+    const char *const need_wait[] = {"output", "out", "timeout"};
+    for (size_t i = 0; i < sizeof need_wait / sizeof need_wait[0]; i++) {
+        if (!waiting && opts_given(opts_find(submit_opts, need_wait[i]))) {
+            fprintf(stderr, "gpuq submit: --%s needs --wait (or later: gpuq result ID --%s)\n",
+                    need_wait[i], need_wait[i]);
+            cli_finish(&c);
+            return CLI_EUSAGE;
+        }
+    }
+    if (opts_given(opts_find(submit_opts, "output")) && opts_given(opts_find(submit_opts, "out"))) {
+        fprintf(stderr, "gpuq submit: --output and --out: give one\n");
         cli_finish(&c);
         return CLI_EUSAGE;
     }
@@ -357,7 +356,11 @@ int cmd_submit(int argc, char **argv)
     } else if (c.json) {
         cli_print_json(job);
     } else {
+        /* The id alone on stdout (ID=$(gpuq submit …) works); the estimate on stderr. */
+        char line[512];
+        render_progress(job, line, sizeof line);
         printf("%s\n", id);
+        fprintf(stderr, "submitted %s\n", line);
     }
     json_decref(job);
     cli_finish(&c);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "common/paths.h"
 
 struct command {
     const char *word1, *word2; /* word2 NULL for one-word commands */
@@ -22,11 +23,22 @@ static const struct command commands[] = {
     {"batch", "ls", cmd_batch_ls, "list your batches"},
     {"backlog", NULL, cmd_backlog, "work waiting in GPU-seconds per capability, lane, tenant"},
     {"capacity", NULL, cmd_capacity, "GPU-seconds a minute each batch tenant can be promised"},
+    {"result", NULL, cmd_result, "download a succeeded job's result (-o FILE, --out DIR)"},
+    {"wait", NULL, cmd_wait, "follow a job to its end; the exit status tells the outcome"},
     {"tenant", "add", cmd_tenant_add, "create a tenant and print its API key (admin)"},
     {"tenant", "ls", cmd_tenant_ls, "list tenants (admin)"},
+    {"tenant", "rm", cmd_tenant_rm, "remove a tenant; its key stops working (admin)"},
+    {"key", "revoke", cmd_key_revoke, "revoke a tenant's API key (admin)"},
+    {"key", "rotate", cmd_key_rotate, "give a tenant a new API key, printed once (admin)"},
     {"worker-token", "add", cmd_worker_token_add, "create a worker token for agents (admin)"},
     {"workers", NULL, cmd_workers, "list workers: state, temperature, VRAM, models, load"},
-    {"drain", NULL, cmd_drain, "drain a worker (admin)"},
+    {"drain", NULL, cmd_drain, "drain a worker (admin; same as worker drain)"},
+    {"worker", "drain", cmd_worker_drain, "drain a worker: no new jobs, stays registered (admin)"},
+    {"worker", "undrain", cmd_worker_undrain, "undo a drain: the worker takes jobs again (admin)"},
+    {"pause", NULL, cmd_pause, "pause a capability or lane: its queued jobs wait (admin)"},
+    {"resume", NULL, cmd_resume, "resume a paused capability or lane (admin)"},
+    {"pauses", NULL, cmd_pauses, "list what is paused (admin)"},
+    {"promote", NULL, cmd_promote, "move a queued job to the front of its queue (admin)"},
     {"resubmit", NULL, cmd_resubmit, "run a dead, failed or expired job again (admin)"},
     {"top", NULL, cmd_top, "the fleet live in the terminal: GPUs, queues, decisions (q quits)"},
 };
@@ -41,12 +53,17 @@ static void usage(FILE *f)
                  commands[i].word2 ? commands[i].word2 : "");
         fprintf(f, "  %-20s %s\n", name, commands[i].summary);
     }
+    char data[1024];
+    paths_default_data(data, sizeof data);
     fprintf(f, "\nglobal flags: --url URL (or $GPUQ_URL, default %s), --key KEY (or $GPUQ_KEY),\n"
-               "  --json (machine-readable output). Admin commands without a key read\n"
-               "  $GPUQ_DATA/admin.key (default ~/.local/share/gpuq/admin.key).\n"
+               "  --json (machine-readable output). gpuq --version prints the version.\n"
+               "Admin commands take --key, else $GPUQ_ADMIN_KEY, else DATA/admin.key, else\n"
+               "  $GPUQ_KEY; DATA is " PATHS_DATA_HELP "\n"
+               "  (now %s).\n"
                "exit status: 0 ok, 1 refused by the server or job failed, 2 usage, 3 server "
-               "unreachable\n",
-            CLI_DEFAULT_URL);
+               "unreachable;\n"
+               "  gpuq wait: 4 failed, 5 dead, 6 expired, 7 cancelled, 8 --timeout ran out\n",
+            CLI_DEFAULT_URL, data);
 }
 
 /* Global flags that take a value, so that their value is not taken for the
@@ -63,6 +80,10 @@ int main(int argc, char **argv)
     while (w < argc && argv[w][0] == '-') {
         if (strcmp(argv[w], "--help") == 0 || strcmp(argv[w], "-h") == 0) {
             usage(stdout);
+            return CLI_OK;
+        }
+        if (strcmp(argv[w], "--version") == 0 || strcmp(argv[w], "-V") == 0) {
+            printf("gpuq %s\n", GPUQ_VERSION);
             return CLI_OK;
         }
         w += takes_value(argv[w]) ? 2 : 1;

@@ -68,6 +68,8 @@ int opts_parse(const char *cmd, struct opt *const *tables, int argc, char **argv
         if (a[1] != '-') {
             if (strcmp(a, "-h") == 0) {
                 a = "--help";
+            } else if (strcmp(a, "-o") == 0) {
+                a = "--output";
             } else {
                 fprintf(stderr, "gpuq %s: unknown flag '%s' (flags are written --name)\n", cmd,
                         a);

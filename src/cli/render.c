@@ -2,6 +2,7 @@
 #include "render.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -52,17 +53,32 @@ static const char *fmt_time(const json_t *obj, const char *key, char *buf, size_
     return buf;
 }
 
-/* Formats "in 1.2s" / "3.4s ago" for a Unix-ms time relative to now. */
-static const char *fmt_rel(double ms, char *buf, size_t len)
+/* Formats an estimate ("in 1.2s"), "now" when it is due or past. */
+static const char *fmt_eta(double ms, char *buf, size_t len)
 {
     double d = (ms - (double)clock_wall_ms()) / 1000.0;
-    if (d > -0.05 && d < 0.05)
+    if (d < 0.05)
         snprintf(buf, len, "now");
-    else if (d >= 0)
-        snprintf(buf, len, "in %.1fs", d);
     else
-        snprintf(buf, len, "%.1fs ago", -d);
+        snprintf(buf, len, "in %.1fs", d);
     return buf;
+}
+
+void render_bar(const json_t *job, char *out, size_t len)
+{
+    out[0] = '\0';
+    const char *st = json_string_value(json_object_get(job, "state"));
+    double p;
+    if (!st || strcmp(st, "running") != 0 || render_num(job, "progress", &p) < 0 || p <= 0)
+        return;
+    if (p > 1)
+        p = 1;
+    char bar[21];
+    int filled = (int)(p * 20 + 0.5);
+    for (int i = 0; i < 20; i++)
+        bar[i] = i < filled ? '#' : '.';
+    bar[20] = '\0';
+    snprintf(out, len, " [%s]", bar);
 }
 
 void render_job(FILE *f, const json_t *job)
@@ -105,10 +121,12 @@ void render_job(FILE *f, const json_t *job)
     fprintf(f, "finished    %s\n", fmt_time(job, "finished_ms", a, sizeof a));
     const json_t *eta = json_object_get(job, "eta");
     double s_ms, f_ms;
-    if (json_is_object(eta) && render_num(eta, "start_ms", &s_ms) == 0 &&
+    const char *st = json_string_value(json_object_get(job, "state"));
+    bool live = st && (strcmp(st, "queued") == 0 || strcmp(st, "running") == 0);
+    if (live && json_is_object(eta) && render_num(eta, "start_ms", &s_ms) == 0 &&
         render_num(eta, "finish_ms", &f_ms) == 0)
-        fprintf(f, "eta         start %s, finish %s\n", fmt_rel(s_ms, a, sizeof a),
-                fmt_rel(f_ms, b, sizeof b));
+        fprintf(f, "eta         start %s, finish %s\n", fmt_eta(s_ms, a, sizeof a),
+                fmt_eta(f_ms, b, sizeof b));
     const json_t *why = json_object_get(job, "waiting_reason");
     if (json_is_string(why))
         fprintf(f, "waiting     %s\n", json_string_value(why));
@@ -256,7 +274,7 @@ void render_progress(const json_t *job, char *out, size_t len)
     const json_t *why = json_object_get(job, "waiting_reason");
     if (strcmp(st, "queued") == 0 && json_is_object(eta) &&
         render_num(eta, "start_ms", &s_ms) == 0 && used < len)
-        snprintf(out + used, len - used, ", estimated start %s", fmt_rel(s_ms, tmp, sizeof tmp));
+        snprintf(out + used, len - used, ", estimated start %s", fmt_eta(s_ms, tmp, sizeof tmp));
     else if (strcmp(st, "queued") == 0 && json_is_string(why) && used < len)
         snprintf(out + used, len - used, ", waiting: %s", json_string_value(why));
 }

@@ -24,4 +24,7 @@ void render_workers_table(FILE *f, const json_t *workers);
  * the estimated start, into out. */
 void render_progress(const json_t *job, char *out, size_t len);
 
+/* render_bar: " [#####.....] 50%" for a running job with progress, else "". */
+void render_bar(const json_t *job, char *out, size_t len);
+
 #endif

@@ -31,13 +31,16 @@ int wait_job(struct cli *c, const char *id, double timeout_s, json_t **final)
     char last[512] = "";
     int failures = 0;
     int poll_s = 0; /* the first request answers at once with the current job */
+    int tty = isatty(STDERR_FILENO);
     int rc = CLI_OK;
     for (;;) {
         double left = timeout_s > 0 ? timeout_s - (double)(clock_mono_ns() - start) / 1e9 : 1e9;
         if (left <= 0) {
+            if (tty)
+                fputc('\n', stderr);
             fprintf(stderr, "gpuq %s: gave up waiting after %.0f s; job %s goes on (gpuq get %s)\n",
                     c->cmd, timeout_s, id, id);
-            rc = CLI_EREFUSED;
+            rc = WAIT_ETIMEOUT;
             break;
         }
         int w = poll_s;
@@ -77,11 +80,19 @@ int wait_job(struct cli *c, const char *id, double timeout_s, json_t **final)
         }
         char line[512];
         render_progress(job, line, sizeof line);
-        if (strcmp(line, last) != 0) {
+        const char *state = json_string_value(json_object_get(job, "state"));
+        if (tty) {
+            /* One line redrawn in place, with a bar while it runs. */
+            char bar[64];
+            render_bar(job, bar, sizeof bar);
+            fprintf(stderr, "\r\033[K%s%s", line, bar);
+            if (state && is_terminal(state))
+                fputc('\n', stderr);
+            fflush(stderr);
+        } else if (strcmp(line, last) != 0) {
             fprintf(stderr, "%s\n", line);
             snprintf(last, sizeof last, "%s", line);
         }
-        const char *state = json_string_value(json_object_get(job, "state"));
         if (state && is_terminal(state)) {
             *final = job;
             break;
@@ -91,6 +102,41 @@ int wait_job(struct cli *c, const char *id, double timeout_s, json_t **final)
     }
     free(eid);
     return rc;
+}
+
+int wait_outcome_code(const char *state)
+{
+    static const struct {
+        const char *state;
+        int code;
+    } map[] = {{"succeeded", CLI_OK},
+               {"failed", WAIT_EFAILED},
+               {"dead", WAIT_EDEAD},
+               {"expired", WAIT_EEXPIRED},
+               {"cancelled", WAIT_ECANCELLED}};
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (state && strcmp(state, map[i].state) == 0)
+            return map[i].code;
+    return CLI_EREFUSED;
+}
+
+void wait_result_path(const char *id, const char *ct, const char *file, const char *dir,
+                      char *out, size_t size)
+{
+    if (file) {
+        snprintf(out, size, "%s", file);
+        return;
+    }
+    char safe[128];
+    size_t n = 0;
+    for (const char *p = id; *p && n < sizeof safe - 1; p++)
+        safe[n++] = (strchr("/\\", *p) || *p == '.') ? '_' : *p;
+    safe[n] = '\0';
+    if (dir && *dir)
+        snprintf(out, size, "%s%s%s.%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", safe,
+                 wait_result_ext(ct));
+    else
+        snprintf(out, size, "%s.%s", safe, wait_result_ext(ct));
 }
 
 const char *wait_result_ext(const char *ct)

@@ -67,7 +67,14 @@ void job_queue_remove(struct job_queue *q, struct sjob *j)
 
 struct sjob *job_queue_peek(const struct job_queue *q)
 {
+    return job_queue_peek_lanes(q, 0);
+}
+
+struct sjob *job_queue_peek_lanes(const struct job_queue *q, unsigned skip)
+{
     for (int lane = 0; lane < 2; lane++) {
+        if (skip & (1u << lane))
+            continue;
         struct sjob *paid = q->head[lane * 2 + SCHED_TIER_PAID];
         struct sjob *free_ = q->head[lane * 2 + SCHED_TIER_FREE];
         if (!paid && !free_)

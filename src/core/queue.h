@@ -26,6 +26,9 @@ void job_queue_push_front(struct job_queue *q, struct sjob *j);
 void job_queue_remove(struct job_queue *q, struct sjob *j);
 /* job_queue_peek returns the job the queue would serve next, or NULL. */
 struct sjob *job_queue_peek(const struct job_queue *q);
+/* job_queue_peek_lanes: the same, leaving out the lanes whose bit (1 << lane)
+ * is set in skip (paused lanes). */
+struct sjob *job_queue_peek_lanes(const struct job_queue *q, unsigned skip);
 /* job_queue_served records that the peeked job was taken (removes it). */
 void job_queue_served(struct job_queue *q, struct sjob *j);
 

@@ -943,11 +943,15 @@ int sched_dispatch(struct sched *s, int64_t now,
             struct squeue *q = &s->queues[k];
             if (blocked[k] || q->q.count == 0)
                 continue;
-            if (s->caps[q->cap].nopen == 0 || sched_parked(s, q)) {
+            if (s->caps[q->cap].nopen == 0 || s->caps[q->cap].paused || sched_parked(s, q)) {
                 blocked[k] = true;
                 continue;
             }
-            struct sjob *h = job_queue_peek(&q->q);
+            struct sjob *h = job_queue_peek_lanes(&q->q, s->paused_lanes);
+            if (!h) { /* only paused lanes wait here */
+                blocked[k] = true;
+                continue;
+            }
             if (!best || h->spec.lane < best->spec.lane ||
                 (h->spec.lane == best->spec.lane && h->spec.tier < best->spec.tier) ||
                 (h->spec.lane == best->spec.lane && h->spec.tier == best->spec.tier &&
@@ -1121,6 +1125,66 @@ static int eta_queued(struct sched *s, struct sjob *j, int64_t now, double *star
     return 0;
 }
 
+/* A queued job an admin's pause holds back; why in r. */
+static bool job_paused(const struct sched *s, const struct sjob *j, char *r, size_t n)
+{
+    const char *lane = j->spec.lane == SCHED_LANE_BATCH ? "batch" : "interactive";
+    if (s->caps[j->cap].paused) {
+        if (r && n > 0)
+            snprintf(r, n, "capability %.48s is paused by an admin (gpuq resume)",
+                     s->caps[j->cap].name);
+        return true;
+    }
+    if (s->paused_lanes & (1u << j->spec.lane)) {
+        if (r && n > 0)
+            snprintf(r, n, "the %s lane is paused by an admin (gpuq resume)", lane);
+        return true;
+    }
+    return false;
+}
+
+int sched_pause(struct sched *s, const char *cap, int lane, bool paused)
+{
+    if (!s || (!cap && (lane < 0 || lane > 1)))
+        return GPUQ_EINVAL;
+    if (cap) {
+        int ci = cap_index(s, cap, true); /* may move s->caps */
+        s->caps[ci].paused = paused;
+    } else if (paused) {
+        s->paused_lanes |= 1u << lane;
+    } else {
+        s->paused_lanes &= ~(1u << lane);
+    }
+    return 0;
+}
+
+int sched_paused(const struct sched *s, char (*caps)[SCHED_NAME_MAX], int max, unsigned *lanes)
+{
+    int n = 0;
+    for (int i = 0; s && i < s->ncaps; i++)
+        if (s->caps[i].paused && n < max)
+            memcpy(caps[n++], s->caps[i].name, SCHED_NAME_MAX);
+    *lanes = s ? s->paused_lanes : 0;
+    return n;
+}
+
+int sched_job_promote(struct sched *s, uint64_t job_id, int64_t now)
+{
+    if (!s)
+        return GPUQ_EINVAL;
+    see_now(s, now);
+    struct sjob *j = hashmap_get_u64(&s->jobs, job_id);
+    if (!j)
+        return GPUQ_ENOENT;
+    if (j->state != SJOB_QUEUED)
+        return 0;
+    unqueue_job(s, j, false);
+    /* Before every submit time, the latest promoted first. */
+    j->spec.submit_ns = INT64_MIN / 4 - s->npromoted++;
+    queue_job(s, j, true);
+    return 0;
+}
+
 bool sched_job_parked(const struct sched *s, uint64_t job_id, char *reason, size_t n)
 {
     if (!s)
@@ -1128,6 +1192,8 @@ bool sched_job_parked(const struct sched *s, uint64_t job_id, char *reason, size
     struct sjob *j = hashmap_get_u64(&s->jobs, job_id);
     if (!j || j->state != SJOB_QUEUED)
         return false;
+    if (job_paused(s, j, reason, n))
+        return true;
     const struct squeue *q = &s->queues[j->qix];
     if (!sched_parked(s, q) && sched_queue_servable(s, q))
         return false;
@@ -1159,5 +1225,7 @@ int sched_job_eta(const struct sched *cs, uint64_t job_id, int64_t now, double *
         *finish_s = *start_s + j->est_load_s + j->est_run_s;
         return 0;
     }
+    if (job_paused(s, j, NULL, 0))
+        return 0; /* no estimate while paused: sched_job_parked says why */
     return eta_queued(s, j, now, start_s, finish_s);
 }

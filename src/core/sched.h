@@ -177,6 +177,20 @@ int sched_job_cancel(struct sched *s, uint64_t job_id, int64_t now);
 int sched_job_finished(struct sched *s, uint64_t job_id, bool ok, int64_t load_ns,
                        int64_t run_ns, int64_t now);
 
+/* sched_pause: an admin pauses (paused true) or resumes a capability (cap
+ * non-NULL: all its lanes) or a lane in every capability (cap NULL, lane an
+ * enum sched_lane). Queued jobs of a paused capability or lane are not placed
+ * (they are parked, with a reason); placed and running ones go on.
+ * sched_paused lists what is paused: cap names into caps (up to max), the
+ * lane bits into *lanes; returns the count of paused capabilities. */
+int sched_pause(struct sched *s, const char *cap, int lane, bool paused);
+int sched_paused(const struct sched *s, char (*caps)[SCHED_NAME_MAX], int max, unsigned *lanes);
+/* sched_job_promote moves a queued job to the front of its lane: it is
+ * dispatched before every other job of that lane (the latest promoted first);
+ * interactive still goes before batch. 0 for a placed or running job (it is
+ * past the queue already); GPUQ_ENOENT for a job the scheduler does not hold. */
+int sched_job_promote(struct sched *s, uint64_t job_id, int64_t now);
+
 /* Dispatch: place queued jobs into worker queues. Calls placed(job_id,
  * worker_id, explain, arg) for each placement; returns how many were placed. */
 int sched_dispatch(struct sched *s, int64_t now,

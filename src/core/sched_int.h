@@ -58,6 +58,7 @@ struct scap {
     int members, usable;
     int occupied;
     int max_gpus; /* fan-out cap, 0 = none */
+    bool paused;  /* by an admin: its queued jobs are not placed */
 };
 
 /* A worker (one GPU). Invariants: nplaced/nrunning count the placed/run
@@ -118,6 +119,8 @@ struct sched {
     double backlog_s;
     int64_t decisions, moves, holds;
     int64_t now; /* latest `now` seen (projection base for bookkeeping) */
+    unsigned paused_lanes; /* bit 1 << lane: that lane's queued jobs are not placed */
+    int64_t npromoted;     /* jobs moved to the front so far (orders the next one first) */
     struct sched_explain why; /* last explanation (valid until next mutation) */
 };
 

@@ -2,25 +2,32 @@
 #include "head/args.h"
 
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
+#include "common/paths.h"
 
 static void usage(FILE *f)
 {
+    char data[1024];
+    paths_default_data(data, sizeof data);
     fprintf(f,
             "usage: gpuqd [--listen HOST:PORT] [--data DIR] [--config FILE] [--log-level LEVEL]\n"
-            "             [--print-config]\n"
+            "             [--print-config] [--check-config] [--version]\n"
             "  --listen     address to serve the API on (default 127.0.0.1:7070; port 0 = any)\n"
-            "  --data       directory for the store and the admin key (default ./gpuq-data);\n"
-            "               one gpuqd at a time may use it\n"
+            "  --data       directory for the store and the admin key; one gpuqd at a time\n"
+            "               may use it (default: " PATHS_DATA_HELP ";\n"
+            "               now %s)\n"
             "  --config     INI file with settings (see docs/configuration.md)\n"
             "  --log-level  debug | info | warn | error (default info)\n"
             "  --print-config  print the effective configuration (the file, the flags and\n"
             "               every default) as an INI file gpuqd accepts, and exit\n"
-            "The admin key is $GPUQ_ADMIN_KEY, or DATA/admin.key (created on first start).\n");
+            "  --check-config  read --config FILE, report the first error, exit 0 if valid\n"
+            "The admin key is $GPUQ_ADMIN_KEY, or DATA/admin.key (created on first start).\n",
+            data);
 }
 
 static int split_listen(const char *listen, struct listen_addr *out)
@@ -70,9 +77,11 @@ int args_parse(int argc, char **argv, struct head_config *cfg, struct listen_add
         {"listen", required_argument, NULL, 'l'}, {"data", required_argument, NULL, 'd'},
         {"config", required_argument, NULL, 'c'}, {"log-level", required_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},         {"print-config", no_argument, NULL, 'p'},
+        {"version", no_argument, NULL, 'V'},      {"check-config", no_argument, NULL, 'C'},
         {NULL, 0, NULL, 0},
     };
     int c;
+    bool check = false;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'l': listen = optarg; break;
@@ -86,6 +95,8 @@ int args_parse(int argc, char **argv, struct head_config *cfg, struct listen_add
             break;
         case 'h': usage(stdout); return 0;
         case 'p': print_config = 1; break;
+        case 'C': check = true; break;
+        case 'V': printf("gpuqd %s\n", GPUQ_VERSION); return 0;
         default: usage(stderr); return 2;
         }
     }
@@ -99,12 +110,16 @@ int args_parse(int argc, char **argv, struct head_config *cfg, struct listen_add
         fprintf(stderr, "gpuqd: config: %s\n", err);
         return 2;
     }
+    if (check) {
+        printf("%s: valid\n", config ? config : "(no --config: the defaults)");
+        return 0;
+    }
     if (listen)
         snprintf(cfg->listen, sizeof cfg->listen, "%s", listen);
     if (data)
         snprintf(cfg->data_dir, sizeof cfg->data_dir, "%s", data);
     if (!cfg->data_dir[0])
-        snprintf(cfg->data_dir, sizeof cfg->data_dir, "gpuq-data");
+        paths_default_data(cfg->data_dir, sizeof cfg->data_dir);
     if (split_listen(cfg->listen, addr)) {
         fprintf(stderr, "gpuqd: --listen: expected HOST:PORT, got '%s'\n", cfg->listen);
         return 2;

@@ -28,7 +28,10 @@
  * stood still (or could not run), and the time beyond that is forgiven. */
 #define STALL_SLACK_NS (2 * LIFECYCLE_TICK_NS)
 
-enum dmsg_kind { M_JOB_ADD, M_JOB_CANCEL, M_JOB_FINISHED, M_WORKER_UPDATE, M_WORKER_REMOVE, M_POLL };
+enum dmsg_kind {
+    M_JOB_ADD, M_JOB_CANCEL, M_JOB_FINISHED, M_WORKER_UPDATE, M_WORKER_REMOVE, M_POLL,
+    M_KICK, /* nothing to apply: run a round (after a pause, resume or promotion) */
+};
 
 /* A waiting long-poll of one worker. Shared by the dispatcher and the timer
  * (refs == 2 while both hold it). State moves waiting → claimed → done (the
@@ -599,6 +602,8 @@ static bool handle(struct dispatcher *d, struct dmsg *m, int64_t now)
         m->poller->next = d->pollers;
         d->pollers = m->poller;
         break;
+    case M_KICK:
+        break;
     }
     return true;
 }
@@ -785,6 +790,42 @@ int dispatcher_job_eta(struct dispatcher *d, uint64_t job_id, double *start_s, d
     if (!rc && *start_s < 0)
         sched_job_parked(d->sched, job_id, why, size);
     pthread_rwlock_unlock(&d->sched_lock);
+    return rc;
+}
+
+static void kick(struct dispatcher *d)
+{
+    struct dmsg *m = xcalloc(1, sizeof *m);
+    m->kind = M_KICK;
+    post(d, m);
+}
+
+int dispatcher_pause(struct dispatcher *d, const char *cap, int lane, bool paused)
+{
+    pthread_rwlock_wrlock(&d->sched_lock);
+    int rc = sched_pause(d->sched, cap, lane, paused);
+    pthread_rwlock_unlock(&d->sched_lock);
+    if (!rc)
+        kick(d);
+    return rc;
+}
+
+int dispatcher_paused(struct dispatcher *d, char (*caps)[SCHED_NAME_MAX], int max,
+                      unsigned *lanes)
+{
+    pthread_rwlock_rdlock(&d->sched_lock);
+    int n = sched_paused(d->sched, caps, max, lanes);
+    pthread_rwlock_unlock(&d->sched_lock);
+    return n;
+}
+
+int dispatcher_job_promote(struct dispatcher *d, uint64_t job_id)
+{
+    pthread_rwlock_wrlock(&d->sched_lock);
+    int rc = sched_job_promote(d->sched, job_id, clock_mono_ns());
+    pthread_rwlock_unlock(&d->sched_lock);
+    if (!rc)
+        kick(d);
     return rc;
 }
 

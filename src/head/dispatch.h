@@ -53,6 +53,15 @@ void dispatcher_poll(struct dispatcher *d, const char *worker_id, int64_t deadli
 int dispatcher_job_eta(struct dispatcher *d, uint64_t job_id, double *start_s, double *finish_s,
                        char *why, size_t size);
 
+/* An admin's pause or resume (sched_pause), a listing of what is paused
+ * (sched_paused), and moving a queued job to the front (sched_job_promote):
+ * applied at once under the scheduler's lock, then the dispatcher runs a
+ * round. */
+int dispatcher_pause(struct dispatcher *d, const char *cap, int lane, bool paused);
+int dispatcher_paused(struct dispatcher *d, char (*caps)[SCHED_NAME_MAX], int max,
+                      unsigned *lanes);
+int dispatcher_job_promote(struct dispatcher *d, uint64_t job_id);
+
 /* Estimated GPU-seconds of the job on a nominal GPU (R7), from measured history. */
 double dispatcher_estimate_cost(struct dispatcher *d, const struct job_rec *rec);
 

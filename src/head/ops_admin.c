@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "head/dispatch.h"
 #include "head/ops.h"
+#include "head/tenants.h"
 
 #define MOD "head"
 #define MAX_LIST 4096
@@ -80,6 +81,50 @@ int head_worker_drain(struct head *h, const char *worker_id)
     return 0;
 }
 
+int head_worker_undrain(struct head *h, const char *worker_id)
+{
+    if (registry_cancel_drain(h->registry, worker_id))
+        return GPUQ_ENOENT;
+    dispatcher_worker_update(h->disp, worker_id);
+    log_info(MOD, "worker %s: drain undone", worker_id);
+    return 0;
+}
+
+/* ---- pauses and promotion ---- */
+
+int head_pause(struct head *h, const char *cap, int lane, bool paused)
+{
+    int rc = dispatcher_pause(h->disp, cap, lane, paused);
+    if (!rc)
+        log_info(MOD, "%s %s %s by the admin", cap ? "capability" : "lane",
+                 cap ? cap : (lane == SCHED_LANE_BATCH ? "batch" : "interactive"),
+                 paused ? "paused" : "resumed");
+    return rc;
+}
+
+int head_pauses(struct head *h, char (*caps)[SCHED_NAME_MAX], int max, unsigned *lanes)
+{
+    return dispatcher_paused(h->disp, caps, max, lanes);
+}
+
+int head_job_promote(struct head *h, uint64_t id, struct job_rec *out)
+{
+    struct job_rec j;
+    int rc = head_get(h, -1, id, NULL, &j);
+    if (rc)
+        return rc;
+    bool queued = job_rec_state(&j) == JOB_QUEUED;
+    job_rec_free_fields(&j);
+    if (!queued)
+        return GPUQ_EINVAL;
+    rc = dispatcher_job_promote(h->disp, id);
+    if (rc)
+        return rc;
+    log_info(MOD, "job %llu moved to the front of its queue by the admin",
+             (unsigned long long)id);
+    return head_get(h, -1, id, NULL, out);
+}
+
 int head_workers_list(struct head *h, struct worker_rec **out)
 {
     *out = xcalloc(MAX_LIST, sizeof **out);
@@ -88,11 +133,14 @@ int head_workers_list(struct head *h, struct worker_rec **out)
 
 /* ---- tenants and worker tokens ---- */
 
-/* A tenant or token insert on its way to the store. */
+/* A tenant or token insert, or a tenant's change (key, removal), on its way
+ * to the store. */
 struct admin_op {
     struct commit_op op;
     struct head *h;
     bool is_token;
+    bool is_update;            /* a.tenant replaces the tenant of its id */
+    enum head_tenant_change change;
     struct admin_answer a;
     head_admin_done_fn done;
     void *arg;
@@ -101,6 +149,8 @@ struct admin_op {
 static int admin_op_apply(struct store *s, struct commit_op *op)
 {
     struct admin_op *o = (struct admin_op *)op;
+    if (o->is_update)
+        return s->ops->tenant_update(s, &o->a.tenant);
     return o->is_token ? s->ops->token_insert(s, &o->a.token)
                        : s->ops->tenant_insert(s, &o->a.tenant);
 }
@@ -110,7 +160,11 @@ static void admin_op_done(struct commit_op *op, int rc)
 {
     struct admin_op *o = (struct admin_op *)op;
     o->a.rc = rc;
-    if (!rc && o->is_token) {
+    if (!rc && o->is_update) {
+        static const char *const what[] = {"removed", "key revoked", "key rotated"};
+        tenants_replace(o->h->tenants, &o->a.tenant);
+        log_info(MOD, "tenant '%s': %s", o->a.name, what[o->change]);
+    } else if (!rc && o->is_token) {
         tenants_add_token(o->h->tenants, &o->a.token);
         log_info(MOD, "worker token '%s' created", o->a.token.name);
     } else if (!rc) {
@@ -174,6 +228,38 @@ void head_worker_token_add(struct head *h, const char *name, head_admin_done_fn 
     }
     token_hash(o->a.secret, o->a.token.token_hash);
     o->a.token.created_ms = clock_wall_ms();
+    committer_submit(h->committer, &o->op);
+}
+
+void head_tenant_change(struct head *h, const char *name, enum head_tenant_change change,
+                        head_admin_done_fn done, void *arg)
+{
+    struct admin_op *o = xcalloc(1, sizeof *o);
+    o->op.apply = admin_op_apply;
+    o->op.done = admin_op_done;
+    o->h = h;
+    o->is_update = true;
+    o->change = change;
+    o->done = done;
+    o->arg = arg;
+    snprintf(o->a.name, sizeof o->a.name, "%s", name);
+    if (!tenants_by_name(h->tenants, name, &o->a.tenant)) {
+        admin_op_fail(o, GPUQ_ENOENT);
+        return;
+    }
+    struct tenant_rec *t = &o->a.tenant;
+    if (change == HEAD_TENANT_REMOVE) {
+        snprintf(t->name, sizeof t->name, TENANT_REMOVED "%lld", (long long)t->id);
+        snprintf(t->key_hash, sizeof t->key_hash, TENANT_REMOVED "%lld", (long long)t->id);
+    } else if (change == HEAD_KEY_REVOKE) {
+        snprintf(t->key_hash, sizeof t->key_hash, TENANT_REVOKED "%lld", (long long)t->id);
+    } else {
+        if (token_random("gq_", o->a.secret, sizeof o->a.secret)) {
+            admin_op_fail(o, GPUQ_EIO);
+            return;
+        }
+        token_hash(o->a.secret, t->key_hash);
+    }
     committer_submit(h->committer, &o->op);
 }
 

@@ -37,6 +37,9 @@ int head_worker_poll(struct head *h, const char *worker_id, int64_t deadline_ns,
 int head_worker_deregister(struct head *h, const char *worker_id);
 /* The admin asks a worker to drain (told to its agent in heartbeat answers). */
 int head_worker_drain(struct head *h, const char *worker_id);
+/* The admin undoes a drain: the worker takes work again (its agent hears
+ * drain:false in the next heartbeat answer). GPUQ_ENOENT for no such worker. */
+int head_worker_undrain(struct head *h, const char *worker_id);
 /* Copies the workers into *out (malloc'd; the caller frees); returns the count. */
 int head_workers_list(struct head *h, struct worker_rec **out);
 
@@ -47,6 +50,7 @@ int head_workers_list(struct head *h, struct worker_rec **out);
  * shown this once and never kept (only its hash is). */
 struct admin_answer {
     int rc;
+    char name[REC_NAME_MAX];   /* head_tenant_change: the tenant's name as asked */
     struct tenant_rec tenant;
     struct token_rec token;
     char secret[64];
@@ -60,11 +64,31 @@ void head_tenant_add(struct head *h, const char *name, enum job_tier tier,
 /* Creates a worker token; done as for head_tenant_add. */
 void head_worker_token_add(struct head *h, const char *name, head_admin_done_fn done,
                            void *arg);
+/* Changes a tenant: removes it (its key stops working; its id is never
+ * reused), revokes its key, or gives it a new key (a.secret, shown once).
+ * done as for head_tenant_add; rc GPUQ_ENOENT for no such tenant. */
+enum head_tenant_change { HEAD_TENANT_REMOVE, HEAD_KEY_REVOKE, HEAD_KEY_ROTATE };
+void head_tenant_change(struct head *h, const char *name, enum head_tenant_change change,
+                        head_admin_done_fn done, void *arg);
 /* Copies the tenants into *out (malloc'd; the caller frees); returns the count. */
 int head_tenants_list(struct head *h, struct tenant_rec **out);
 bool head_tenant_by_name(struct head *h, const char *name, struct tenant_rec *out);
 /* The tenant's name into buf ("?" if none); returns buf. */
 const char *head_tenant_name(struct head *h, int64_t tenant_id, char *buf, size_t size);
+
+/* ---- pauses and promotion (admin) ---- */
+
+/* Pauses or resumes a capability (cap non-NULL) or a lane in every
+ * capability (cap NULL; lane an enum sched_lane): see sched_pause. Lasts
+ * until resumed or the head restarts. */
+int head_pause(struct head *h, const char *cap, int lane, bool paused);
+/* What is paused: capability names into caps (up to max; returns how many)
+ * and lane bits (1 << lane) into *lanes. */
+int head_pauses(struct head *h, char (*caps)[SCHED_NAME_MAX], int max, unsigned *lanes);
+/* Moves a queued job to the front of its lane (sched_job_promote) and copies
+ * it into *out (the caller frees its fields with job_rec_free_fields).
+ * GPUQ_ENOENT: no such job; GPUQ_EINVAL: not queued. */
+int head_job_promote(struct head *h, uint64_t id, struct job_rec *out);
 
 /* ---- jobs: reads the store answers ---- */
 

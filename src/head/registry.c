@@ -146,6 +146,16 @@ int registry_request_drain(struct registry *r, const char *id)
     return i >= 0 ? 0 : GPUQ_ENOENT;
 }
 
+int registry_cancel_drain(struct registry *r, const char *id)
+{
+    pthread_mutex_lock(&r->lock);
+    int i = find(r, id);
+    if (i >= 0)
+        r->v[i]->drain_requested = false;
+    pthread_mutex_unlock(&r->lock);
+    return i >= 0 ? 0 : GPUQ_ENOENT;
+}
+
 void registry_add_cancel(struct registry *r, const char *id, uint64_t job_id, int attempt)
 {
     pthread_mutex_lock(&r->lock);

@@ -87,6 +87,8 @@ int registry_heartbeat(struct registry *r, const struct worker_rec *hb, int64_t 
                        bool *drain, struct reg_attempt *cancels, int *ncancels);
 int registry_remove(struct registry *r, const char *id);
 int registry_request_drain(struct registry *r, const char *id);
+/* Clears an admin's drain request; GPUQ_ENOENT for an unknown worker. */
+int registry_cancel_drain(struct registry *r, const char *id);
 void registry_add_cancel(struct registry *r, const char *id, uint64_t job_id, int attempt);
 void registry_inflight(struct registry *r, const char *id, int delta);
 /* Publishes the worker's breaker (the dispatcher's) for readers. */

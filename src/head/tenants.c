@@ -55,9 +55,26 @@ void tenants_add_token(struct tenants *t, const struct token_rec *rec)
     pthread_rwlock_unlock(&t->lock);
 }
 
+void tenants_replace(struct tenants *t, const struct tenant_rec *rec)
+{
+    bool removed = strncmp(rec->name, TENANT_REMOVED, strlen(TENANT_REMOVED)) == 0;
+    pthread_rwlock_wrlock(&t->lock);
+    for (int i = 0; i < t->n; i++) {
+        if (t->v[i].id != rec->id)
+            continue;
+        if (removed)
+            t->v[i] = t->v[--t->n];
+        else
+            t->v[i] = *rec;
+        break;
+    }
+    pthread_rwlock_unlock(&t->lock);
+}
+
 static void load_tenant(void *arg, const struct tenant_rec *rec)
 {
-    tenants_add(arg, rec);
+    if (strncmp(rec->name, TENANT_REMOVED, strlen(TENANT_REMOVED)) != 0)
+        tenants_add(arg, rec);
 }
 
 static void load_token(void *arg, const struct token_rec *rec)

@@ -12,6 +12,12 @@
 
 struct tenants;
 
+/* A removed tenant keeps its row (so that its id is never given to another)
+ * under the name and key hash TENANT_REMOVED "<id>", which no key matches and
+ * no tenant name may take; a revoked key is TENANT_REVOKED "<id>". */
+#define TENANT_REMOVED "removed:"
+#define TENANT_REVOKED "revoked:"
+
 struct tenants *tenants_create(void);
 void tenants_destroy(struct tenants *t);
 /* Adds every tenant and worker token the store holds (at start). 0 or the store's error. */
@@ -19,6 +25,9 @@ int tenants_load(struct tenants *t, struct store *s);
 void tenants_add(struct tenants *t, const struct tenant_rec *rec);
 void tenants_add_token(struct tenants *t, const struct token_rec *rec);
 /* By key hash; copies the tenant into out. */
+/* Replaces the tenant of rec->id with rec (a new or revoked key), or drops it
+ * when rec is removed (TENANT_REMOVED). */
+void tenants_replace(struct tenants *t, const struct tenant_rec *rec);
 bool tenants_by_hash(struct tenants *t, const char *key_hash, struct tenant_rec *out);
 bool tenants_by_name(struct tenants *t, const char *name, struct tenant_rec *out);
 bool tenants_by_id(struct tenants *t, int64_t id, struct tenant_rec *out);

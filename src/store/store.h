@@ -46,6 +46,9 @@ struct store_ops {
                       void **data, size_t *len);
     int (*tenant_insert)(struct store *s, struct tenant_rec *t); /* sets t->id */
     int (*token_insert)(struct store *s, struct token_rec *t);
+    /* Rewrites a tenant's name and key hash (by id): a rotated or revoked key,
+     * or a removed tenant (tenants.h: TENANT_REMOVED). Its id is never reused. */
+    int (*tenant_update)(struct store *s, const struct tenant_rec *t);
     /* An ended attempt of a job (replaces one with the same number). */
     int (*attempt_put)(struct store *s, uint64_t job_id, const struct lc_attempt *a);
     /* A (capability, model) pair a worker declared (kept once). */

@@ -78,6 +78,7 @@ enum stmt_id {
     ST_RESULT_PUT,
     ST_TENANT_INSERT,
     ST_TOKEN_INSERT,
+    ST_TENANT_UPDATE,
     ST_ATTEMPT_PUT,
     ST_SERVED_PUT,
     ST_BATCH_INSERT,
@@ -102,6 +103,7 @@ static const char *const stmt_sql[ST_COUNT] = {
                       " VALUES (?,?,?,?)",
     [ST_TENANT_INSERT] = "INSERT INTO tenants(name, tier, key_hash, created_ms) VALUES (?,?,?,?)",
     [ST_TOKEN_INSERT] = "INSERT INTO worker_tokens(name, token_hash, created_ms) VALUES (?,?,?)",
+    [ST_TENANT_UPDATE] = "UPDATE tenants SET name=?2, key_hash=?3 WHERE id=?1",
     [ST_ATTEMPT_PUT] = "INSERT OR REPLACE INTO attempts(job_id, n, worker, started_ms, ended_ms,"
                        " outcome, error_class, error) VALUES (?,?,?,?,?,?,?,?)",
     [ST_SERVED_PUT] = "INSERT OR IGNORE INTO served(capability, model) VALUES (?,?)",
@@ -375,6 +377,19 @@ static int sq_token_insert(struct store *s, struct token_rec *t)
     int err = step_reset(q, ST_TOKEN_INSERT);
     if (!err)
         t->id = sqlite3_last_insert_rowid(q->wdb);
+    return err;
+}
+
+static int sq_tenant_update(struct store *s, const struct tenant_rec *t)
+{
+    struct store_sqlite *q = ss(s);
+    sqlite3_stmt *st = q->st[ST_TENANT_UPDATE];
+    sqlite3_bind_int64(st, 1, t->id);
+    bind_text(st, 2, t->name);
+    bind_text(st, 3, t->key_hash);
+    int err = step_reset(q, ST_TENANT_UPDATE);
+    if (!err && sqlite3_changes(q->wdb) != 1)
+        err = GPUQ_ENOENT;
     return err;
 }
 
@@ -881,6 +896,7 @@ static const struct store_ops sqlite_ops = {
     .result_get = sq_result_get,
     .tenant_insert = sq_tenant_insert,
     .token_insert = sq_token_insert,
+    .tenant_update = sq_tenant_update,
     .attempt_put = sq_attempt_put,
     .served_put = sq_served_put,
     .batch_insert = sq_batch_insert,
