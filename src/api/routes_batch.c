@@ -7,6 +7,7 @@
 #include "api/routes_ext.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,6 +167,27 @@ static void submit_finish(void *arg, struct http_resp *resp)
     free(l);
 }
 
+
+/* Admission, all or nothing (head_admit_batch): true when it refused the
+ * batch and answered (429 with Retry-After, or 422), nothing stored. */
+static bool refused(const struct route_call *c, struct job_rec *recs, int n)
+{
+    struct admit_verdict v;
+    int index;
+    if (head_admit_batch(c->h, &c->who->tenant, recs, n, &v, &index) != 0 ||
+        v.outcome == ADMIT_OK)
+        return false;
+    buf_reset(&c->resp->body);
+    json_render_refusal(&c->resp->body, &v, job_lane_name(recs[index].lane),
+                        recs[index].cost_s);
+    if (v.outcome == ADMIT_RETRY) {
+        long long after = (long long)ceil(v.retry_after_s);
+        http_resp_header(c->resp, "Retry-After", "%lld", after > 0 ? after : 1);
+    }
+    route_reply_json(c, v.outcome == ADMIT_RETRY ? 429 : 422);
+    return true;
+}
+
 static void submit_done(void *arg, int rc, uint64_t id)
 {
     struct batch_later *l = arg;
@@ -200,6 +222,9 @@ void route_batch_post(const struct route_call *c)
                         "\"errors\":[%s]}",
                    p.nerr, n, p.errors.data ? p.errors.data : "");
         route_reply_json(c, p.status);
+    } else if (refused(c, p.recs, p.n)) {
+        for (int i = 0; i < p.n; i++)
+            job_rec_free_fields(&p.recs[i]);
     } else {
         struct batch_later *l = xcalloc(1, sizeof *l);
         l->h = c->h;

@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "head/admission.h"
 #include "head/dispatch.h"
 #include "head/ops.h"
 
@@ -155,6 +156,8 @@ static void batch_op_done(struct commit_op *op, int rc)
         log_info(MOD, "batch %llu of tenant %lld: %d jobs queued", (unsigned long long)id,
                  (long long)o->rec.tenant_id, n);
     } else {
+        for (int i = 0; i < n; i++)
+            head_admit_undo(h, &o->jobs[i]);
         log_error(MOD, "batch of %d jobs not stored: %s", n, gpuq_strerror(rc));
     }
     o->done(o->done_arg, rc, rc == 0 ? id : 0);
@@ -191,6 +194,8 @@ void head_batch_submit(struct head *h, int64_t tenant_id, struct job_rec *recs, 
         o->jobs[i].attempts = NULL;
         o->jobs[i].nattempts = 0;
         o->rec.job_ids[i] = r->id;
+        if (r->admitted)
+            admission_bind(h->admission, r->tenant_name, r);
         jobs_insert(h->jobs, r); /* invisible (committed false) until the commit is done */
     }
     committer_submit(h->committer, &o->op);
