@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/token.h"
+#include "core/admit.h"
 
 #define PROMPT_MAX 4000
 #define IDEM_MAX 128
@@ -1260,4 +1261,24 @@ void json_render_worker(struct buf *out, const struct worker_rec *w, int64_t now
                "\"last_seen_ms_ago\":%lld,\"registered_ms\":%lld}",
                w->cache_hits, w->cache_misses, total ? (double)w->cache_hits / total : 0.0,
                (long long)((now_ns - w->last_seen_ns) / 1000000), (long long)w->registered_ms);
+}
+
+void json_render_refusal(struct buf *out, const struct admit_verdict *v, const char *lane,
+                         double cost_s)
+{
+    static const char *reasons[] = {"none", "lane_wait", "rate", "inflight", "job_cost", "burst"};
+    bool retry = v->outcome == ADMIT_RETRY;
+    struct api_error e;
+    api_error_set(&e, retry ? 429 : 422, retry ? "overloaded" : "too_large", NULL, "%s", v->why);
+    json_render_error(out, &e);
+    out->len--; /* reopen the object: the admission fields follow the error */
+    buf_printf(out, ",\"reason\":\"%s\",\"lane\":\"%s\",\"backlog_gpu_s\":%.3f,"
+                    "\"throughput_gpu_s_per_s\":%.3f,\"wait_s\":%.3f,\"bound_s\":%.3f,"
+                    "\"cost_s\":%.3f,",
+               reasons[v->reason < 6 ? v->reason : 0], lane, v->backlog_gpu_s, v->throughput,
+               isfinite(v->wait_s) ? v->wait_s : -1, v->bound_s, cost_s);
+    if (retry)
+        buf_printf(out, "\"retry_after_s\":%.3f}", v->retry_after_s);
+    else
+        buf_puts(out, "\"retry_after_s\":null}");
 }

@@ -87,4 +87,11 @@ bool json_utf8_valid(const char *s, size_t n);
  * sign, space or leading zero) within 64 bits. False if s is not one. */
 bool json_job_id(const char *s, uint64_t *out);
 
+/* json_render_refusal: admission's refusal (core/admit.h) as an error body
+ * with why, the lane, the backlog and throughput the wait came from, and
+ * retry_after_s (null when waiting will not help). */
+struct admit_verdict;
+void json_render_refusal(struct buf *out, const struct admit_verdict *v, const char *lane,
+                         double cost_s);
+
 #endif

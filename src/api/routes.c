@@ -316,33 +316,17 @@ static void submit_finish(void *arg, struct http_resp *resp)
 }
 
 /* Admission refused the job (nothing was stored): 429 with Retry-After (whole
- * seconds, rounded up) when waiting helps, 422 when it never will; the body
- * says why, for how long, and the backlog the wait was computed from. */
+ * seconds, rounded up) when waiting helps, 422 when it never will. */
 static void refuse_admission(struct ctx *c, const struct job_rec *rec,
                              const struct admit_verdict *v)
 {
-    static const char *reasons[] = {"none", "lane_wait", "rate", "inflight", "job_cost", "burst"};
-    bool retry = v->outcome == ADMIT_RETRY;
-    int status = retry ? 429 : 422;
-    struct api_error e;
-    api_error_set(&e, status, retry ? "overloaded" : "too_large", NULL, "%s", v->why);
-    struct buf *b = &c->resp->body;
-    buf_reset(b);
-    json_render_error(b, &e);
-    b->len--; /* reopen the object: the admission fields follow the error */
-    buf_printf(b, ",\"reason\":\"%s\",\"lane\":\"%s\",\"backlog_gpu_s\":%.3f,"
-                  "\"throughput_gpu_s_per_s\":%.3f,\"wait_s\":%.3f,\"bound_s\":%.3f,"
-                  "\"cost_s\":%.3f",
-               reasons[v->reason < 6 ? v->reason : 0], job_lane_name(rec->lane), v->backlog_gpu_s,
-               v->throughput, isfinite(v->wait_s) ? v->wait_s : -1, v->bound_s, rec->cost_s);
-    if (retry) {
+    buf_reset(&c->resp->body);
+    json_render_refusal(&c->resp->body, v, job_lane_name(rec->lane), rec->cost_s);
+    if (v->outcome == ADMIT_RETRY) {
         long long after = (long long)ceil(v->retry_after_s);
-        buf_printf(b, ",\"retry_after_s\":%.3f}", v->retry_after_s);
         http_resp_header(c->resp, "Retry-After", "%lld", after > 0 ? after : 1);
-    } else {
-        buf_puts(b, ",\"retry_after_s\":null}");
     }
-    reply_json(c, status);
+    reply_json(c, v->outcome == ADMIT_RETRY ? 429 : 422);
 }
 
 /* The answer is sent once the job is durable (group commit); the connection

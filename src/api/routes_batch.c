@@ -68,7 +68,6 @@ struct parse_ctx {
     int nerr;
     struct buf errors;         /* rendered [{"index",...}] entries */
     int status;                /* the refusal's status: 400 unless every error says otherwise */
-    double retry_after_s;      /* the longest Retry-After of jobs admission refused (429) */
 };
 
 static void add_error(struct parse_ctx *p, int index, const struct api_error *e)
@@ -126,19 +125,6 @@ static int parse_one(void *arg, int index, const char *text, size_t len)
         return 0;
     }
     rec.cost_s = head_job_cost(c->h, &rec);
-    /* Admission, job by job, as for POST /v1/jobs: each admitted job is counted
-     * (and uncounted if the batch is refused after all). */
-    struct admit_verdict v;
-    if (head_admit(c->h, &c->who->tenant, &rec, &v) == 0 && v.outcome != ADMIT_OK) {
-        bool retry = v.outcome == ADMIT_RETRY;
-        api_error_set(&err, retry ? 429 : 422, retry ? "overloaded" : "too_large", "lane", "%s",
-                      v.why);
-        if (retry && v.retry_after_s > p->retry_after_s)
-            p->retry_after_s = v.retry_after_s;
-        add_error(p, index, &err);
-        job_rec_free_fields(&rec);
-        return 0;
-    }
     p->recs[p->n++] = rec;
     return 0;
 }
@@ -181,6 +167,29 @@ static void submit_finish(void *arg, struct http_resp *resp)
     free(l);
 }
 
+
+/* Admission, all or nothing (head_admit_batch): true when it refused the
+ * batch and answered (429 with Retry-After, or 422), nothing stored. */
+static bool refused(const struct route_call *c, struct job_rec *recs, int n)
+{
+    struct admit_verdict v;
+    int index;
+    if (head_admit_batch(c->h, &c->who->tenant, recs, n, &v, &index) != 0 ||
+        v.outcome == ADMIT_OK)
+        return false;
+    buf_reset(&c->resp->body);
+    json_render_refusal(&c->resp->body, &v, job_lane_name(recs[index].lane),
+                        recs[index].cost_s);
+    c->resp->body.len--; /* reopen the object: the first job that did not fit */
+    buf_printf(&c->resp->body, ",\"index\":%d}", index);
+    if (v.outcome == ADMIT_RETRY) {
+        long long after = (long long)ceil(v.retry_after_s);
+        http_resp_header(c->resp, "Retry-After", "%lld", after > 0 ? after : 1);
+    }
+    route_reply_json(c, v.outcome == ADMIT_RETRY ? 429 : 422);
+    return true;
+}
+
 static void submit_done(void *arg, int rc, uint64_t id)
 {
     struct batch_later *l = arg;
@@ -208,11 +217,6 @@ void route_batch_post(const struct route_call *c)
         json_render_error(&c->resp->body, &err);
         route_reply_json(c, err.status);
     } else if (p.nerr) {
-        head_batch_unadmit(c->h, p.recs, p.n);
-        if (p.status == 429) {
-            long long after = (long long)ceil(p.retry_after_s);
-            http_resp_header(c->resp, "Retry-After", "%lld", after > 0 ? after : 1);
-        }
         struct buf *out = &c->resp->body;
         buf_reset(out);
         buf_printf(out, "{\"error\":{\"code\":\"invalid_batch\",\"field\":\"jobs\",\"message\":"
@@ -220,6 +224,9 @@ void route_batch_post(const struct route_call *c)
                         "\"errors\":[%s]}",
                    p.nerr, n, p.errors.data ? p.errors.data : "");
         route_reply_json(c, p.status);
+    } else if (refused(c, p.recs, p.n)) {
+        for (int i = 0; i < p.n; i++)
+            job_rec_free_fields(&p.recs[i]);
     } else {
         struct batch_later *l = xcalloc(1, sizeof *l);
         l->h = c->h;

@@ -150,14 +150,14 @@ static void batch_op_done(struct commit_op *op, int rc)
     if (rc == 0)
         add_locked(h->batches, &o->rec);
     pthread_mutex_unlock(&h->batches->lock);
-    if (rc != 0)
-        head_batch_unadmit(h, o->jobs, n); /* nothing was stored */
     if (rc == 0) {
         for (int i = 0; i < n; i++)
             dispatcher_job_add(h->disp, &o->jobs[i]);
         log_info(MOD, "batch %llu of tenant %lld: %d jobs queued", (unsigned long long)id,
                  (long long)o->rec.tenant_id, n);
     } else {
+        for (int i = 0; i < n; i++)
+            head_admit_undo(h, &o->jobs[i]);
         log_error(MOD, "batch of %d jobs not stored: %s", n, gpuq_strerror(rc));
     }
     o->done(o->done_arg, rc, rc == 0 ? id : 0);
@@ -189,24 +189,17 @@ void head_batch_submit(struct head *h, int64_t tenant_id, struct job_rec *recs, 
         r->idem_key[0] = '\0'; /* batch jobs have no idempotency key of their own */
         lc_init(&r->lc, r->lc.deadline_ms, r->lc.timeout_ms);
         r->created_ms = o->rec.created_ms;
-        if (r->admitted)
-            admission_bind(h->admission, r->tenant_name, r);
         o->jobs[i] = *r;
         o->jobs[i].params_json = xstrdup(r->params_json ? r->params_json : "{}");
         o->jobs[i].attempts = NULL;
         o->jobs[i].nattempts = 0;
         o->rec.job_ids[i] = r->id;
+        if (r->admitted)
+            admission_bind(h->admission, r->tenant_name, r);
         jobs_insert(h->jobs, r); /* invisible (committed false) until the commit is done */
     }
     committer_submit(h->committer, &o->op);
     jobs_unlock(h->jobs);
-}
-
-void head_batch_unadmit(struct head *h, const struct job_rec *recs, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (recs[i].admitted)
-            admission_undo(h->admission, recs[i].tenant_name, &recs[i]);
 }
 
 /* ---- progress ---- */
@@ -285,7 +278,7 @@ int head_batch_get(struct head *h, int64_t tenant_id, uint64_t id, bool with_job
         }
         if (rc == GPUQ_ENOENT)
             continue; /* it ended meanwhile */
-        snprintf(out->eta_why, sizeof out->eta_why, "job %llu has no ETA: %.159s",
+        snprintf(out->eta_why, sizeof out->eta_why, "job %llu has no ETA: %s",
                  (unsigned long long)open[i], why[0] ? why : "no GPU can take it now");
         break;
     }

@@ -33,10 +33,6 @@ typedef void (*head_batch_done_fn)(void *arg, int rc, uint64_t batch_id);
 void head_batch_submit(struct head *h, int64_t tenant_id, struct job_rec *recs, int n,
                        head_batch_done_fn done, void *arg);
 
-/* Undoes the admission (head_admit) of recs[0..n) that were admitted: a
- * batch refused as a whole counts none of its jobs. */
-void head_batch_unadmit(struct head *h, const struct job_rec *recs, int n);
-
 /* What a reader sees of a batch. */
 struct batch_job {
     uint64_t id;
@@ -53,7 +49,7 @@ struct batch_view {
     /* ETA of its last job (wall ms): the latest finish among unfinished jobs;
      * 0 when all have finished or when one of them has no ETA (eta_why says why). */
     int64_t eta_finish_ms;
-    char eta_why[200];
+    char eta_why[160];
     struct batch_job *jobs;      /* njobs entries, submission order; malloc'd (caller frees) */
 };
 /* tenant_id < 0: any tenant (admin). GPUQ_ENOENT: no such batch for this caller.

@@ -289,6 +289,30 @@ int head_admit(struct head *h, const struct tenant_rec *t, struct job_rec *rec,
     return rc;
 }
 
+int head_admit_batch(struct head *h, const struct tenant_rec *t, struct job_rec *recs, int n,
+                     struct admit_verdict *v, int *index)
+{
+    memset(v, 0, sizeof *v);
+    *index = -1;
+    for (int i = 0; i < n; i++) {
+        recs[i].idem_key[0] = '\0'; /* no booking: the batch is one request */
+        int rc = head_admit(h, t, &recs[i], v);
+        if (rc == 0 && v->outcome == ADMIT_OK)
+            continue;
+        for (int k = 0; k < i; k++)
+            head_admit_undo(h, &recs[k]);
+        *index = i;
+        return rc;
+    }
+    return 0;
+}
+
+void head_admit_undo(struct head *h, const struct job_rec *rec)
+{
+    if (rec->admitted)
+        admission_undo(h->admission, rec->tenant_name, rec);
+}
+
 /* Finds a visible job of this tenant (tenant_id < 0: any). Lock held. */
 static struct hjob *find_visible(struct head *h, int64_t tenant_id, uint64_t id)
 {

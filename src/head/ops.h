@@ -29,6 +29,14 @@ void head_submit(struct head *h, struct job_rec *rec, head_done_fn done, void *a
  * submitted with the same idempotency key is admitted without being counted. */
 int head_admit(struct head *h, const struct tenant_rec *t, struct job_rec *rec,
                struct admit_verdict *v);
+/* head_admit_batch: all or nothing for recs[0..n) of tenant t. 0 with v: ADMIT_OK
+ * when every job was admitted (each counted, bound by head_batch_submit);
+ * else the first job's refusal that did not fit, *index naming it, and none is
+ * counted. Retry-After is when that job would fit. */
+int head_admit_batch(struct head *h, const struct tenant_rec *t, struct job_rec *recs, int n,
+                     struct admit_verdict *v, int *index);
+/* Undoes the admission of an admitted job that is not stored after all. */
+void head_admit_undo(struct head *h, const struct job_rec *rec);
 /* The job as it is now. tenant_id < 0: any tenant (admin). *version (if not
  * NULL) gets its version, for head_watch; 0 for a job read from the store. */
 int head_get(struct head *h, int64_t tenant_id, uint64_t id, uint64_t *version,

@@ -11,6 +11,8 @@
         abort();                                                                               \
     }
 
+UNREACHED(head_admit)
+UNREACHED(head_admit_batch)
 UNREACHED(head_cancel)
 UNREACHED(head_check_servable)
 UNREACHED(head_complete)

@@ -4,7 +4,8 @@ the sim runtime. Two batch tenants flood the batch lane at weights 2:1 beside
 an interactive tenant: the GPU-seconds they get are in order, no interactive
 job waits behind a batch job that had not started, a 429 carries Retry-After
 and a body saying why, and a client that waits Retry-After is admitted. A job
-no wait makes admissible gets a 422 naming why, and nothing is stored."""
+no wait makes admissible gets a 422 naming why, and nothing is stored; a batch is
+admitted all or nothing."""
 
 import os
 import sys
@@ -108,6 +109,15 @@ def test_two_tenants_flood_beside_interactive(head_factory, tmp_path):
         # Both tenants' queues fill to their share of the batch bound.
         wait_until(lambda: len(big.refusals) >= 3 and len(small.refusals) >= 3, 30 * SLOW,
                    "both batch tenants to be told to wait (429)")
+        # A batch is admitted all or nothing: with small's share of the lane
+        # full, 20 more jobs get a 429 and none of them is queued.
+        jobs = [job("batch", f"b{i}") for i in range(20)]
+        for j in jobs:
+            del j["idempotency_key"]
+        r = Client(head.url, small.key).post("/v1/batches", {"jobs": jobs})
+        assert r.status == 429, r
+        assert int(r.header("Retry-After")) >= 1 and r.json()["reason"] == "lane_wait"
+        assert Client(head.url, small.key).get("/v1/batches").json()["batches"] == []
         t0 = time.time() * 1000
         inter = []
         for i in range(25):

@@ -274,9 +274,9 @@ def test_batch_goes_through_admission_all_or_nothing(head_factory):
     r = c.post("/v1/batches", {"jobs": [job(i) for i in range(n_fit + 3)]})
     assert r.status == 429, r
     assert int(r.header("Retry-After")) >= 1
-    errs = r.json()["errors"]
-    assert errs and all(e["code"] == "overloaded" for e in errs)
-    assert errs[0]["index"] == n_fit
+    body = r.json()
+    assert body["error"]["code"] == "overloaded" and body["reason"] == "rate"
+    assert body["index"] == n_fit, body
     # Nothing of the refused batch was queued.
     assert len(c.get("/v1/jobs").json()["jobs"]) == 1
     assert len(c.get("/v1/batches").json()["batches"]) == 1
