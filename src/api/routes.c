@@ -1131,6 +1131,34 @@ static void get_readyz(struct ctx *c)
     }
 }
 
+/* ---- observing: /metrics (docs/metrics.md), a job's trace ---- */
+
+static const char *bearer(struct http_req *req);
+
+static void get_metrics(struct ctx *c)
+{
+    if (!head_metrics(c->h, bearer(c->req), &c->resp->body)) {
+        fail(c, 401, "unauthorized", "Authorization",
+             "Authorization: /metrics needs 'Bearer <the [metrics] token>'");
+        return;
+    }
+    c->resp->status = 200;
+    c->resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
+}
+
+static void get_trace(struct ctx *c)
+{
+    int64_t tenant;
+    if (!job_scope(c, &tenant))
+        return;
+    int rc = head_job_trace(c->h, tenant, c->id, &c->resp->body);
+    if (rc) {
+        job_answer(c, rc, c->id, NULL);
+        return;
+    }
+    reply_json(c, 200);
+}
+
 /* ---- the route table ---- */
 
 /* Who may call a route: a set of caller kinds. */
@@ -1159,6 +1187,7 @@ struct route {
 static const struct route routes[] = {
     {"GET", "/healthz", get_healthz, ANYONE, BODY_NONE, NULL},
     {"GET", "/readyz", get_readyz, ANYONE, BODY_NONE, NULL},
+    {"GET", "/metrics", get_metrics, ANYONE, BODY_NONE, NULL},
     /* client */
     {"POST", "/v1/jobs", post_job, TENANT, BODY_JSON, "jobs are submitted with a tenant's key"},
     {"GET", "/v1/jobs", list_jobs, TENANT | ADMIN, BODY_NONE, "this key cannot list jobs"},
@@ -1169,6 +1198,8 @@ static const struct route routes[] = {
     {"GET", "/v1/jobs/{id}/events", get_events, TENANT | ADMIN, BODY_NONE,
      "this key cannot use the jobs API"},
     {"GET", "/v1/jobs/{id}/result", get_result, TENANT | ADMIN, BODY_NONE,
+     "this key cannot use the jobs API"},
+    {"GET", "/v1/jobs/{id}/trace", get_trace, TENANT | ADMIN, BODY_NONE,
      "this key cannot use the jobs API"},
     {"POST", "/v1/jobs/{id}/resubmit", resubmit_job, ADMIN, BODY_NONE,
      "re-submitting a job needs the admin key"},

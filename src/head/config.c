@@ -182,6 +182,17 @@ static int on_setting(void *arg, const char *section, const char *key, const cha
             SET_INT(cfg->body_timeout_s, 1, 86400);
         if (!strcmp(key, "max_body_bytes"))
             SET_INT(cfg->max_body_bytes, 1024, 16 << 20);
+    } else if (!strcmp(section, "metrics")) {
+        if (!strcmp(key, "token")) {
+            size_t n = strlen(value);
+            if (n < 16 || n >= sizeof cfg->metrics_token || strcspn(value, " \t") != n) {
+                snprintf(err, errlen, "metrics.token: must be 16..%zu characters without spaces",
+                         sizeof cfg->metrics_token - 1);
+                return GPUQ_EINVAL;
+            }
+            snprintf(cfg->metrics_token, sizeof cfg->metrics_token, "%s", value);
+            return 0;
+        }
     } else if (!strcmp(section, "store")) {
         if (!strcmp(key, "synchronous"))
             SET_CHOICE(cfg->synchronous_full, "full", "normal");

@@ -369,6 +369,13 @@ void jobs_shutdown(struct jobs *t)
     pthread_mutex_unlock(&t->lock);
 }
 
+void jobs_foreach(struct jobs *t, void (*fn)(void *arg, const struct hjob *j), void *arg)
+{
+    for (size_t i = 0; i < t->nbuckets; i++)
+        for (const struct hjob *j = t->buckets[i]; j; j = j->next)
+            fn(arg, j);
+}
+
 void jobs_count(struct jobs *t, int counts[JOB_NSTATES])
 {
     memset(counts, 0, JOB_NSTATES * sizeof counts[0]);

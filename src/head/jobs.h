@@ -75,6 +75,8 @@ void jobs_remove(struct jobs *t, struct hjob *j);
 int jobs_sweep(struct jobs *t, int64_t cutoff_ms);
 /* Wakes every waiter and watcher for good: jobs_wait returns at once from now on. */
 void jobs_shutdown(struct jobs *t);
+/* Calls fn for every job, in no order (lock held; fn must not change the table). */
+void jobs_foreach(struct jobs *t, void (*fn)(void *arg, const struct hjob *j), void *arg);
 /* Counts by state (array of JOB_NSTATES). */
 void jobs_count(struct jobs *t, int counts[JOB_NSTATES]);
 

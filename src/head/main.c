@@ -14,6 +14,7 @@
 #include "head/args.h"
 #include "head/datadir.h"
 #include "head/dispatch.h"
+#include "head/metrics.h"
 #include "head/ops.h"
 
 #define MOD "gpuqd"
@@ -58,6 +59,7 @@ int main(int argc, char **argv)
     h.tenants = tenants_create();
     h.registry = registry_create();
     h.committer = committer_create(h.store);
+    committer_set_observer(h.committer, metrics_store_commit, NULL);
     h.timers = timers_create();
     h.disp = dispatcher_create(&h);
     if (tenants_load(h.tenants, h.store) || head_recover(&h)) {

@@ -78,5 +78,6 @@ int head_recover(struct head *h);
 
 /* Readiness, workers, tenants, results: the rest of what the API may call. */
 #include "head/ops_admin.h"
+#include "head/ops_observe.h"
 
 #endif
