@@ -14,6 +14,7 @@ struct command {
 static const struct command commands[] = {
     {"submit", NULL, cmd_submit, "submit a job (--wait: follow it and download the result)"},
     {"get", NULL, cmd_get, "show a job"},
+    {"trace", NULL, cmd_trace, "show a job's trace: every step, as a timeline"},
     {"ls", NULL, cmd_ls, "list your jobs"},
     {"cancel", NULL, cmd_cancel, "cancel a queued or running job"},
     {"tenant", "add", cmd_tenant_add, "create a tenant and print its API key (admin)"},

@@ -78,8 +78,22 @@ static struct jtrace *get(uint64_t id, bool create)
     return t;
 }
 
-/* Appends a step (lock held): b holds its members after "step"; it is closed here. */
-static void append(struct jtrace *t, struct buf *b, bool always)
+static bool is_step(const char *step_json, const char *name)
+{
+    const char *p = strstr(step_json, ",\"step\":\"");
+    size_t n = strlen(name);
+    return p && !strncmp(p + 9, name, n) && p[9 + n] == '"';
+}
+
+static int64_t step_at(const char *step_json)
+{
+    return strtoll(step_json + strlen("{\"at_ms\":"), NULL, 10);
+}
+
+/* Appends a step (lock held): b holds its members after "step"; it is closed
+ * here. before_placed: it goes before the placements at the end of the list
+ * (the queued step: the dispatcher places a job before its ETA is answered). */
+static void insert(struct jtrace *t, struct buf *b, bool always, bool before_placed)
 {
     buf_puts(b, "}");
     if (t->n >= TRACE_MAX_STEPS && !always) {
@@ -90,14 +104,25 @@ static void append(struct jtrace *t, struct buf *b, bool always)
         t->cap = t->cap ? t->cap * 2 : 8;
         t->steps = xrealloc(t->steps, (size_t)t->cap * sizeof *t->steps);
     }
-    t->steps[t->n++] = buf_steal(b);
-    t->bytes += b->len + 1;
-    T.bytes += b->len + 1;
+    size_t len = b->len + 1;
+    int at = t->n;
+    while (before_placed && at > 0 && is_step(t->steps[at - 1], "placed"))
+        at--;
+    memmove(&t->steps[at + 1], &t->steps[at], (size_t)(t->n - at) * sizeof *t->steps);
+    t->steps[at] = buf_steal(b);
+    t->n++;
+    t->bytes += len;
+    T.bytes += len;
     while (T.bytes > TRACE_MAX_BYTES && T.oldest && T.oldest != t) {
         struct jtrace *old = T.oldest;
         unlink_trace(old);
         jtrace_free(old);
     }
+}
+
+static void append(struct jtrace *t, struct buf *b, bool always)
+{
+    insert(t, b, always, false);
 }
 
 static void step_start(struct buf *b, int64_t at_ms, const char *step)
@@ -153,8 +178,11 @@ void trace_queued(uint64_t id, double start_s, double finish_s, const char *why)
     int64_t now = clock_wall_ms();
     WITH_TRACE(id, true, t)
     {
+        int first_placed = t->n;
+        while (first_placed > 0 && is_step(t->steps[first_placed - 1], "placed"))
+            first_placed--;
         struct buf b;
-        step_start(&b, now, "queued");
+        step_start(&b, first_placed < t->n ? step_at(t->steps[first_placed]) : now, "queued");
         if (start_s >= 0) {
             buf_printf(&b, ",\"eta_start_s\":%.3f,\"eta_finish_s\":%.3f", start_s, finish_s);
             if (!t->eta_finish_ms)
@@ -162,7 +190,7 @@ void trace_queued(uint64_t id, double start_s, double finish_s, const char *why)
         } else if (why && *why) {
             put_str(&b, "waiting_reason", why);
         }
-        append(t, &b, false);
+        insert(t, &b, false, true);
         buf_fini(&b);
     }
     pthread_mutex_unlock(&T.lock);
@@ -271,6 +299,8 @@ void trace_attempt_ended(const struct job_rec *r, const struct lc_attempt *a)
 static void put_finished(struct buf *b, const struct job_rec *r)
 {
     buf_printf(b, ",\"state\":\"%s\"", job_state_name(job_rec_state(r)));
+    if (job_rec_state(r) == JOB_SUCCEEDED)
+        return; /* an earlier attempt's error stays in the record: not this outcome's */
     if (r->error_class[0])
         put_str(b, "error_class", r->error_class);
     if (r->error_message[0])
@@ -349,12 +379,12 @@ void trace_render(const struct job_rec *r, struct buf *out)
     int dropped = 0;
     pthread_mutex_lock(&T.lock);
     struct jtrace *t = get(r->id, false);
-    bool whole = t && t->n > 0 && strstr(t->steps[0], "\"step\":\"accepted\"");
+    bool whole = t && t->n > 0 && is_step(t->steps[0], "accepted");
     if (!whole) {
         /* Restarted, or evicted: the store's history first, then what we saw since. */
         int64_t before = 0;
         if (t && t->n > 0)
-            before = strtoll(t->steps[0] + strlen("{\"at_ms\":"), NULL, 10);
+            before = step_at(t->steps[0]);
         render_from_record(r, before, !t, out, &first);
         source = t ? "store+memory" : "store";
     }
