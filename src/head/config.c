@@ -185,8 +185,11 @@ static int on_setting(void *arg, const char *section, const char *key, const cha
     } else if (!strcmp(section, "metrics")) {
         if (!strcmp(key, "token")) {
             size_t n = strlen(value);
-            if (n < 16 || n >= sizeof cfg->metrics_token || strcspn(value, " \t") != n) {
-                snprintf(err, errlen, "metrics.token: must be 16..%zu characters without spaces",
+            bool bad = n < 16 || n >= sizeof cfg->metrics_token || strcspn(value, " \t") != n;
+            if (n > 0 && bad) {
+                snprintf(err, errlen,
+                         "metrics.token: must be empty (open) or 16..%zu characters without "
+                         "spaces",
                          sizeof cfg->metrics_token - 1);
                 return GPUQ_EINVAL;
             }
