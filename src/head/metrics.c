@@ -3,8 +3,12 @@
  * Event metrics are series in fixed tables, one per family: a series is found
  * by its label values (hash, then linear probing) and claimed once with a
  * compare-and-swap, so bumping one is a few atomic adds and never a lock.
- * Gauges are computed at scrape time from the job table, the scheduler's
- * statistics, the committer and the registry, each under its own lock. */
+ * Gauges are read at scrape time: queue depths and backlogs and jobs by state
+ * from counters the job table keeps as jobs change state (a copy of a few
+ * groups under its lock, never a pass over the jobs), GPUs copied out under
+ * the registry lock and formatted after it is released, the scheduler's and
+ * the committer's statistics. Scrapes run one at a time and keep their
+ * scratch space. */
 #include "head/metrics.h"
 
 #include <pthread.h>
@@ -287,15 +291,14 @@ void metrics_store_commit(void *arg, int n, int64_t ns)
 /* A label value in the exposition format: \, " and newline escaped. */
 static void put_value(struct buf *b, const char *s)
 {
-    for (; *s; s++) {
-        if (*s == '\\')
-            buf_puts(b, "\\\\");
-        else if (*s == '"')
-            buf_puts(b, "\\\"");
-        else if (*s == '\n')
-            buf_puts(b, "\\n");
-        else
-            buf_append(b, s, 1);
+    for (;;) {
+        size_t n = strcspn(s, "\\\"\n"); /* runs without escapes in one append */
+        buf_append(b, s, n);
+        s += n;
+        if (!*s)
+            return;
+        buf_puts(b, *s == '\\' ? "\\\\" : *s == '"' ? "\\\"" : "\\n");
+        s++;
     }
 }
 
@@ -375,106 +378,167 @@ static void render_family(struct buf *b, struct family *f)
     }
 }
 
-/* Queue depth and backlog per (capability, lane, tenant), from one pass over
- * the job table. */
-struct qgroup {
-    char cap[REC_NAME_MAX];
-    enum job_lane lane;
-    int64_t tenant_id;
-    long long depth;
-    double backlog_s;
-};
+/* ---- fast formatting: a scrape writes ~15 lines per GPU ---- */
 
-struct qscan {
-    struct hashmap map;    /* packed key → struct qgroup */
-    struct qgroup **v;
-    int n, cap;
-    long long states[JOB_NSTATES];
-};
-
-static void qscan_job(void *arg, const struct hjob *j)
+static void put_u64(struct buf *b, unsigned long long v)
 {
-    struct qscan *q = arg;
-    const struct job_rec *r = &j->rec;
-    if (!j->committed)
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[sizeof tmp - 1 - n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    buf_append(b, tmp + sizeof tmp - n, (size_t)n);
+}
+
+static void put_i64(struct buf *b, long long v)
+{
+    if (v < 0) {
+        buf_append(b, "-", 1);
+        put_u64(b, 0ull - (unsigned long long)v);
         return;
-    if ((unsigned)r->lc.state < JOB_NSTATES)
-        q->states[r->lc.state]++;
-    if (r->lc.state != LC_QUEUED)
-        return;
-    char key[REC_NAME_MAX + 16];
-    size_t n = strnlen(r->capability, REC_NAME_MAX - 1);
-    memcpy(key, r->capability, n);
-    key[n++] = (char)r->lane;
-    memcpy(key + n, &r->tenant_id, sizeof r->tenant_id);
-    n += sizeof r->tenant_id;
-    struct qgroup *g = hashmap_get(&q->map, key, n);
-    if (!g) {
-        g = xcalloc(1, sizeof *g);
-        snprintf(g->cap, sizeof g->cap, "%s", r->capability);
-        g->lane = r->lane;
-        g->tenant_id = r->tenant_id;
-        hashmap_put(&q->map, key, n, g);
-        if (q->n == q->cap) {
-            q->cap = q->cap ? q->cap * 2 : 16;
-            q->v = xrealloc(q->v, (size_t)q->cap * sizeof *q->v);
-        }
-        q->v[q->n++] = g;
     }
-    g->depth++;
-    g->backlog_s += r->cost_s;
+    put_u64(b, (unsigned long long)v);
+}
+
+/* v with `decimals` (1 to 3) digits after the point, as %.Nf writes it. */
+static void put_fixed(struct buf *b, double v, int decimals)
+{
+    static const long long scale[] = {1, 10, 100, 1000};
+    if (!(v > -1e12 && v < 1e12)) { /* NaN, huge: rare, printf knows */
+        buf_printf(b, "%.*f", decimals, v);
+        return;
+    }
+    long long x = (long long)(v < 0 ? v * scale[decimals] - 0.5 : v * scale[decimals] + 0.5);
+    if (x < 0) {
+        buf_append(b, "-", 1);
+        x = -x;
+    }
+    put_u64(b, (unsigned long long)(x / scale[decimals]));
+    char frac[4];
+    long long f = x % scale[decimals];
+    for (int i = decimals - 1; i >= 0; i--, f /= 10)
+        frac[i] = (char)('0' + f % 10);
+    buf_append(b, ".", 1);
+    buf_append(b, frac, (size_t)decimals);
+}
+
+/* Scrapes run one at a time; their scratch space is kept between them. */
+static pthread_mutex_t scrape_lock = PTHREAD_MUTEX_INITIALIZER;
+static size_t last_body_len;
+
+/* ---- queues: counters the job table keeps as jobs change state ---- */
+
+static struct jobs_queue *q_scratch;
+static int q_cap;
+
+static void put_queue_labels(struct buf *b, const char *name, const struct jobs_queue *q,
+                             const char *tenant)
+{
+    buf_puts(b, name);
+    buf_puts(b, "{capability=\"");
+    put_value(b, q->capability);
+    buf_puts(b, "\",lane=\"");
+    buf_puts(b, job_lane_name(q->lane));
+    buf_puts(b, "\",tenant=\"");
+    put_value(b, tenant);
+    buf_puts(b, "\"} ");
 }
 
 static void render_queues(struct head *h, struct buf *b)
 {
-    struct qscan q;
-    memset(&q, 0, sizeof q);
-    hashmap_init(&q.map);
-    jobs_lock(h->jobs);
-    jobs_foreach(h->jobs, qscan_job, &q);
-    jobs_unlock(h->jobs);
+    long long states[JOB_NSTATES];
+    int n = jobs_queue_stats(h->jobs, states, &q_scratch, &q_cap);
 
     header(b, "gpuq_jobs", "gauge", "Jobs the head holds in memory, by state.");
-    for (int s = 0; s < JOB_NSTATES; s++)
-        buf_printf(b, "gpuq_jobs{state=\"%s\"} %lld\n", job_state_name((enum job_state)s),
-                   q.states[s]);
-    char names[2][REC_NAME_MAX];
-    struct buf depth, backlog;
-    buf_init(&depth);
-    buf_init(&backlog);
-    header(&depth, "gpuq_queue_depth_jobs", "gauge",
-           "Queued jobs per capability, lane and tenant.");
-    header(&backlog, "gpuq_queue_backlog_gpu_seconds", "gauge",
-           "Estimated GPU-seconds of queued jobs (the scheduler's cost estimate).");
-    int64_t last_tenant = -2;
-    for (int i = 0; i < q.n; i++) {
-        struct qgroup *g = q.v[i];
-        if (g->tenant_id != last_tenant) {
-            head_tenant_name(h, g->tenant_id, names[0], sizeof names[0]);
-            last_tenant = g->tenant_id;
-        }
-        struct buf *outs[2] = {&depth, &backlog};
-        for (int k = 0; k < 2; k++) {
-            buf_printf(outs[k], "%s{capability=\"",
-                       k ? "gpuq_queue_backlog_gpu_seconds" : "gpuq_queue_depth_jobs");
-            put_value(outs[k], g->cap);
-            buf_printf(outs[k], "\",lane=\"%s\",tenant=\"", job_lane_name(g->lane));
-            put_value(outs[k], names[0]);
-            buf_puts(outs[k], "\"}");
-        }
-        buf_printf(&depth, " %lld\n", g->depth);
-        buf_printf(&backlog, " %.3f\n", g->backlog_s);
-        free(g);
+    for (int s = 0; s < JOB_NSTATES; s++) {
+        buf_printf(b, "gpuq_jobs{state=\"%s\"} ", job_state_name((enum job_state)s));
+        put_i64(b, states[s]);
+        buf_append(b, "\n", 1);
     }
-    buf_append(b, depth.data, depth.len);
-    buf_append(b, backlog.data, backlog.len);
-    buf_fini(&depth);
-    buf_fini(&backlog);
-    free(q.v);
-    hashmap_fini(&q.map);
+    /* Tenant names once per group (a lookup each), then two families. */
+    char(*tenants)[REC_NAME_MAX] = n ? xcalloc((size_t)n, REC_NAME_MAX) : NULL;
+    for (int i = 0; i < n; i++) {
+        if (i > 0 && q_scratch[i].tenant_id == q_scratch[i - 1].tenant_id)
+            memcpy(tenants[i], tenants[i - 1], REC_NAME_MAX);
+        else
+            head_tenant_name(h, q_scratch[i].tenant_id, tenants[i], REC_NAME_MAX);
+    }
+    header(b, "gpuq_queue_depth_jobs", "gauge", "Queued jobs per capability, lane and tenant.");
+    for (int i = 0; i < n; i++) {
+        put_queue_labels(b, "gpuq_queue_depth_jobs", &q_scratch[i], tenants[i]);
+        put_i64(b, q_scratch[i].depth);
+        buf_append(b, "\n", 1);
+    }
+    header(b, "gpuq_queue_backlog_gpu_seconds", "gauge",
+           "Estimated GPU-seconds of queued jobs (the scheduler's cost estimate).");
+    for (int i = 0; i < n; i++) {
+        put_queue_labels(b, "gpuq_queue_backlog_gpu_seconds", &q_scratch[i], tenants[i]);
+        put_fixed(b, (double)q_scratch[i].backlog_ms / 1e3, 3);
+        buf_append(b, "\n", 1);
+    }
+    free(tenants);
 }
 
-/* Per-GPU families, filled in one pass over the registry. */
+/* ---- GPUs: copied out under the registry lock, formatted after ---- */
+
+/* What a scrape shows of one worker. models indexes g_models. */
+struct gpu_snap {
+    char id[SCHED_NAME_MAX];
+    char host[128];
+    char name[128];
+    char uuid[96];
+    int gpu_index;
+    const char *state;
+    struct telemetry tel;
+    int inflight;
+    long long hits, misses;
+    int64_t trips;
+    int model0, nmodels;
+};
+
+static struct gpu_snap *g_snap;
+static int g_n, g_cap;
+static char (*g_models)[SCHED_NAME_MAX];
+static int g_nmodels, g_capmodels;
+
+static void snap_worker(void *arg, const struct worker_rec *w)
+{
+    (void)arg;
+    if (g_n == g_cap) {
+        g_cap = g_cap ? g_cap * 2 : 64;
+        g_snap = xrealloc(g_snap, (size_t)g_cap * sizeof *g_snap);
+    }
+    struct gpu_snap *s = &g_snap[g_n++];
+    memcpy(s->id, w->id, sizeof s->id);
+    memcpy(s->host, w->host, sizeof s->host);
+    memcpy(s->name, w->gpu_name, sizeof s->name);
+    memcpy(s->uuid, w->gpu_uuid, sizeof s->uuid);
+    s->gpu_index = w->gpu_index;
+    s->state = w->breaker != BREAKER_CLOSED                           ? "quarantined"
+               : w->state == WORKER_DRAINING || w->drain_requested ? "draining"
+               : w->state == WORKER_WARMING                         ? "warming"
+                                                                    : "ready";
+    s->tel = w->tel;
+    s->inflight = w->inflight;
+    s->hits = w->cache_hits;
+    s->misses = w->cache_misses;
+    s->trips = w->breaker_trips;
+    s->model0 = g_nmodels;
+    s->nmodels = 0;
+    for (int m = 0; m < w->nmodels; m++) {
+        if (!w->models[m].loaded)
+            continue;
+        if (g_nmodels == g_capmodels) {
+            g_capmodels = g_capmodels ? g_capmodels * 2 : 64;
+            g_models = xrealloc(g_models, (size_t)g_capmodels * sizeof *g_models);
+        }
+        memcpy(g_models[g_nmodels++], w->models[m].name, SCHED_NAME_MAX);
+        s->nmodels++;
+    }
+}
+
+/* Per-GPU families, in the order they are rendered. */
 enum {
     G_INFO, G_STATE, G_TEMP, G_VRAM_USED, G_VRAM_TOTAL, G_UTIL, G_POWER, G_THROTTLE, G_MODEL,
     G_INFLIGHT, G_HITS, G_MISSES, G_BREAKER_TRIPS, G_N
@@ -485,7 +549,7 @@ static const struct {
 } gpu_fams[G_N] = {
     {"gpuq_gpu_info", "gauge", "One per registered GPU (worker), with its host and model."},
     {"gpuq_gpu_state", "gauge",
-     "1 for the GPU's current state: ready, warming, draining or quarantined."},
+     "1, labelled with the GPU's current state: ready, warming, draining or quarantined."},
     {"gpuq_gpu_temperature_celsius", "gauge", "GPU temperature."},
     {"gpuq_gpu_memory_used_bytes", "gauge", "VRAM in use."},
     {"gpuq_gpu_memory_total_bytes", "gauge", "VRAM in all."},
@@ -499,100 +563,106 @@ static const struct {
     {"gpuq_gpu_quarantines_total", "counter", "Times the GPU's circuit breaker opened."},
 };
 
-struct gscan {
-    struct buf out[G_N];
-    int n;
-};
-
-static void gput(struct buf *b, const char *name, const struct worker_rec *w)
+/* name{worker="id" — the caller closes the braces. */
+static void gput(struct buf *b, int fam, const struct gpu_snap *s)
 {
-    buf_printf(b, "%s{worker=\"", name);
-    put_value(b, w->id);
-    buf_puts(b, "\"");
+    buf_puts(b, gpu_fams[fam].name);
+    buf_puts(b, "{worker=\"");
+    put_value(b, s->id);
+    buf_append(b, "\"", 1);
 }
 
-static void gscan_worker(void *arg, const struct worker_rec *w)
+/* name{worker="id"} v\n with an integer value. */
+static void gint(struct buf *b, int fam, const struct gpu_snap *s, long long v)
 {
-    struct gscan *g = arg;
-    struct buf *o = g->out;
-    g->n++;
-    gput(&o[G_INFO], gpu_fams[G_INFO].name, w);
-    buf_puts(&o[G_INFO], ",host=\"");
-    put_value(&o[G_INFO], w->host);
-    buf_printf(&o[G_INFO], "\",gpu=\"%d\",name=\"", w->gpu_index);
-    put_value(&o[G_INFO], w->gpu_name);
-    buf_puts(&o[G_INFO], "\",uuid=\"");
-    put_value(&o[G_INFO], w->gpu_uuid);
-    buf_puts(&o[G_INFO], "\"} 1\n");
+    gput(b, fam, s);
+    buf_append(b, "} ", 2);
+    put_i64(b, v);
+    buf_append(b, "\n", 1);
+}
 
-    const char *cur = w->breaker != BREAKER_CLOSED ? "quarantined"
-                      : w->state == WORKER_DRAINING || w->drain_requested ? "draining"
-                      : w->state == WORKER_WARMING                       ? "warming"
-                                                                         : "ready";
-    static const char *const states[] = {"ready", "warming", "draining", "quarantined"};
-    for (int i = 0; i < 4; i++) {
-        gput(&o[G_STATE], gpu_fams[G_STATE].name, w);
-        buf_printf(&o[G_STATE], ",state=\"%s\"} %d\n", states[i], !strcmp(cur, states[i]));
-    }
-    const struct telemetry *t = &w->tel;
-    gput(&o[G_TEMP], gpu_fams[G_TEMP].name, w);
-    buf_printf(&o[G_TEMP], "} %.1f\n", t->temp_c);
-    gput(&o[G_VRAM_USED], gpu_fams[G_VRAM_USED].name, w);
-    buf_printf(&o[G_VRAM_USED], "} %lld\n", (long long)t->vram_used_mb * 1048576LL);
-    gput(&o[G_VRAM_TOTAL], gpu_fams[G_VRAM_TOTAL].name, w);
-    buf_printf(&o[G_VRAM_TOTAL], "} %lld\n", (long long)t->vram_total_mb * 1048576LL);
-    gput(&o[G_UTIL], gpu_fams[G_UTIL].name, w);
-    buf_printf(&o[G_UTIL], "} %.3f\n", t->util_pct / 100.0);
-    gput(&o[G_POWER], gpu_fams[G_POWER].name, w);
-    buf_printf(&o[G_POWER], "} %.1f\n", t->power_w);
-    for (const char *p = t->throttle; *p;) {
-        size_t n = strcspn(p, ",");
-        if (n > 0 && n < 64) {
-            char reason[64];
-            memcpy(reason, p, n);
-            reason[n] = '\0';
-            gput(&o[G_THROTTLE], gpu_fams[G_THROTTLE].name, w);
-            buf_puts(&o[G_THROTTLE], ",reason=\"");
-            put_value(&o[G_THROTTLE], reason);
-            buf_puts(&o[G_THROTTLE], "\"} 1\n");
+static void gfixed(struct buf *b, int fam, const struct gpu_snap *s, double v, int decimals)
+{
+    gput(b, fam, s);
+    buf_append(b, "} ", 2);
+    put_fixed(b, v, decimals);
+    buf_append(b, "\n", 1);
+}
+
+static void render_gpu_family(struct buf *b, int fam)
+{
+    header(b, gpu_fams[fam].name, gpu_fams[fam].type, gpu_fams[fam].help);
+    for (int i = 0; i < g_n; i++) {
+        const struct gpu_snap *s = &g_snap[i];
+        const struct telemetry *t = &s->tel;
+        switch (fam) {
+        case G_INFO:
+            gput(b, fam, s);
+            buf_puts(b, ",host=\"");
+            put_value(b, s->host);
+            buf_puts(b, "\",gpu=\"");
+            put_i64(b, s->gpu_index);
+            buf_puts(b, "\",name=\"");
+            put_value(b, s->name);
+            buf_puts(b, "\",uuid=\"");
+            put_value(b, s->uuid);
+            buf_puts(b, "\"} 1\n");
+            break;
+        case G_STATE:
+            gput(b, fam, s);
+            buf_puts(b, ",state=\"");
+            buf_puts(b, s->state);
+            buf_puts(b, "\"} 1\n");
+            break;
+        case G_TEMP: gfixed(b, fam, s, t->temp_c, 1); break;
+        case G_VRAM_USED: gint(b, fam, s, (long long)t->vram_used_mb * 1048576LL); break;
+        case G_VRAM_TOTAL: gint(b, fam, s, (long long)t->vram_total_mb * 1048576LL); break;
+        case G_UTIL: gfixed(b, fam, s, t->util_pct / 100.0, 3); break;
+        case G_POWER: gfixed(b, fam, s, t->power_w, 1); break;
+        case G_THROTTLE:
+            for (const char *p = t->throttle; *p;) {
+                size_t n = strcspn(p, ",");
+                if (n > 0 && n < 64) {
+                    char reason[64];
+                    memcpy(reason, p, n);
+                    reason[n] = '\0';
+                    gput(b, fam, s);
+                    buf_puts(b, ",reason=\"");
+                    put_value(b, reason);
+                    buf_puts(b, "\"} 1\n");
+                }
+                p += n;
+                if (*p == ',')
+                    p++;
+            }
+            break;
+        case G_MODEL:
+            for (int m = 0; m < s->nmodels; m++) {
+                gput(b, fam, s);
+                buf_puts(b, ",model=\"");
+                put_value(b, g_models[s->model0 + m]);
+                buf_puts(b, "\"} 1\n");
+            }
+            break;
+        case G_INFLIGHT: gint(b, fam, s, s->inflight); break;
+        case G_HITS: gint(b, fam, s, s->hits); break;
+        case G_MISSES: gint(b, fam, s, s->misses); break;
+        case G_BREAKER_TRIPS: gint(b, fam, s, (long long)s->trips); break;
         }
-        p += n;
-        if (*p == ',')
-            p++;
     }
-    for (int m = 0; m < w->nmodels; m++) {
-        if (!w->models[m].loaded)
-            continue;
-        gput(&o[G_MODEL], gpu_fams[G_MODEL].name, w);
-        buf_puts(&o[G_MODEL], ",model=\"");
-        put_value(&o[G_MODEL], w->models[m].name);
-        buf_puts(&o[G_MODEL], "\"} 1\n");
-    }
-    gput(&o[G_INFLIGHT], gpu_fams[G_INFLIGHT].name, w);
-    buf_printf(&o[G_INFLIGHT], "} %d\n", w->inflight);
-    gput(&o[G_HITS], gpu_fams[G_HITS].name, w);
-    buf_printf(&o[G_HITS], "} %lld\n", w->cache_hits);
-    gput(&o[G_MISSES], gpu_fams[G_MISSES].name, w);
-    buf_printf(&o[G_MISSES], "} %lld\n", w->cache_misses);
-    gput(&o[G_BREAKER_TRIPS], gpu_fams[G_BREAKER_TRIPS].name, w);
-    buf_printf(&o[G_BREAKER_TRIPS], "} %lld\n", (long long)w->breaker_trips);
 }
 
 static void render_gpus(struct head *h, struct buf *b)
 {
-    struct gscan g;
-    memset(&g, 0, sizeof g);
-    for (int i = 0; i < G_N; i++) {
-        buf_init(&g.out[i]);
-        header(&g.out[i], gpu_fams[i].name, gpu_fams[i].type, gpu_fams[i].help);
-    }
-    registry_foreach(h->registry, gscan_worker, &g);
+    g_n = 0;
+    g_nmodels = 0;
+    registry_foreach(h->registry, snap_worker, NULL); /* the lock is held for the copy only */
     header(b, "gpuq_workers", "gauge", "Registered GPUs (workers).");
-    buf_printf(b, "gpuq_workers %d\n", g.n);
-    for (int i = 0; i < G_N; i++) {
-        buf_append(b, g.out[i].data, g.out[i].len);
-        buf_fini(&g.out[i]);
-    }
+    buf_puts(b, "gpuq_workers ");
+    put_i64(b, g_n);
+    buf_append(b, "\n", 1);
+    for (int f = 0; f < G_N; f++)
+        render_gpu_family(b, f);
 }
 
 static void render_head(struct head *h, struct buf *b)
@@ -629,11 +699,15 @@ static void render_head(struct head *h, struct buf *b)
 
 void metrics_render(struct head *h, struct buf *out)
 {
+    pthread_mutex_lock(&scrape_lock);
+    buf_reserve(out, last_body_len + last_body_len / 8); /* one allocation, no regrowth */
     render_head(h, out);
     render_queues(h, out);
     render_gpus(h, out);
     for (size_t i = 0; i < sizeof event_families / sizeof event_families[0]; i++)
         render_family(out, event_families[i]);
+    last_body_len = out->len;
+    pthread_mutex_unlock(&scrape_lock);
 }
 
 bool metrics_authorized(const struct head *h, const char *bearer)

@@ -95,7 +95,8 @@ def test_scrape_passes_promtool_and_values_move(head, tmp_path):
     # Per GPU: both registered, ready, with their telemetry and loaded model.
     for w in ("gpu0", "gpu1"):
         assert value(after, "gpuq_gpu_state", worker=w, state="ready") == 1
-        assert value(after, "gpuq_gpu_state", worker=w, state="quarantined") == 0
+        # One series per GPU: its current state only.
+        assert len(re.findall(r'^gpuq_gpu_state\{worker="%s",' % w, after, re.M)) == 1
         assert value(after, "gpuq_gpu_temperature_celsius", worker=w) == 50
         assert value(after, "gpuq_gpu_memory_total_bytes", worker=w) == 32000 * 1048576
         assert value(after, "gpuq_gpu_model_loaded", worker=w, model="image-v2") == 1
@@ -105,8 +106,7 @@ def test_scrape_passes_promtool_and_values_move(head, tmp_path):
 def test_queue_depth_and_backlog_per_tenant(head):
     c = head.client(head.add_tenant("acme"))
     d = head.client(head.add_tenant("beta"))
-    for _ in range(3):
-        assert c.post("/v1/jobs", JOB).status == 201
+    ids = [c.post("/v1/jobs", JOB).json()["id"] for _ in range(3)]
     assert d.post("/v1/jobs", dict(JOB, lane="batch")).status == 201
     text = scrape(head)
     promtool_check(text, None)
@@ -117,6 +117,13 @@ def test_queue_depth_and_backlog_per_tenant(head):
     assert value(text, "gpuq_queue_backlog_gpu_seconds", capability="image.fast",
                  lane="interactive", tenant="acme") > 0
     assert value(text, "gpuq_jobs", state="queued") == 4
+    # The counts follow the jobs: a cancelled job leaves its queue.
+    assert c.delete(f"/v1/jobs/{ids[0]}").status == 200
+    text = scrape(head)
+    assert value(text, "gpuq_queue_depth_jobs", capability="image.fast", lane="interactive",
+                 tenant="acme") == 2
+    assert value(text, "gpuq_jobs", state="queued") == 3
+    assert value(text, "gpuq_jobs", state="cancelled") == 1
 
 
 def test_label_values_are_escaped(head):
