@@ -60,6 +60,8 @@ void config_defaults(struct head_config *cfg)
     cfg->header_timeout_s = 10;
     cfg->body_timeout_s = 60;
     cfg->max_body_bytes = 65536;
+    cfg->trace_max_bytes = 64LL << 20;
+    cfg->trace_max_steps = 64;
     cfg->synchronous_full = 1;
     lc_policy_defaults(&cfg->lifecycle);
     breaker_policy_defaults(&cfg->breaker);
@@ -196,6 +198,10 @@ static int on_setting(void *arg, const char *section, const char *key, const cha
             snprintf(cfg->metrics_token, sizeof cfg->metrics_token, "%s", value);
             return 0;
         }
+        if (!strcmp(key, "trace_max_bytes"))
+            SET_INT(cfg->trace_max_bytes, 4096, 1LL << 36);
+        if (!strcmp(key, "trace_max_steps"))
+            SET_INT(cfg->trace_max_steps, 8, 4096);
     } else if (!strcmp(section, "store")) {
         if (!strcmp(key, "synchronous"))
             SET_CHOICE(cfg->synchronous_full, "full", "normal");

@@ -16,6 +16,7 @@
 #include "head/dispatch.h"
 #include "head/metrics.h"
 #include "head/ops.h"
+#include "head/trace.h"
 
 #define MOD "gpuqd"
 
@@ -55,6 +56,7 @@ int main(int argc, char **argv)
         log_error(MOD, "store: %s", err);
         return 1;
     }
+    trace_set_limits(h.cfg.trace_max_bytes, h.cfg.trace_max_steps);
     h.jobs = jobs_create();
     h.tenants = tenants_create();
     h.registry = registry_create();

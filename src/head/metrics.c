@@ -25,6 +25,7 @@
 #include "head/dispatch.h"
 #include "head/head.h"
 #include "head/ops_admin.h"
+#include "head/trace.h"
 
 #ifndef GPUQ_VERSION
 #define GPUQ_VERSION "unknown"
@@ -695,6 +696,16 @@ static void render_head(struct head *h, struct buf *b)
     buf_printf(b, "gpuq_store_healthy %d\n", cs.healthy ? 1 : 0);
     header(b, "gpuq_store_failed_batches_total", "counter", "Group commits that failed.");
     buf_printf(b, "gpuq_store_failed_batches_total %lld\n", cs.failed_batches);
+    int64_t tbytes, ntraces, evicted;
+    trace_stats(&tbytes, &ntraces, &evicted);
+    header(b, "gpuq_trace_memory_bytes", "gauge",
+           "Memory the jobs' traces hold ([metrics] trace_max_bytes bounds it).");
+    buf_printf(b, "gpuq_trace_memory_bytes %lld\n", (long long)tbytes);
+    header(b, "gpuq_traces", "gauge", "Jobs whose trace is in memory.");
+    buf_printf(b, "gpuq_traces %lld\n", (long long)ntraces);
+    header(b, "gpuq_traces_evicted_total", "counter",
+           "Traces dropped, oldest first, to stay within trace_max_bytes.");
+    buf_printf(b, "gpuq_traces_evicted_total %lld\n", (long long)evicted);
 }
 
 void metrics_render(struct head *h, struct buf *out)

@@ -16,7 +16,7 @@
 #include "head/metrics.h"
 
 /* One job's trace. Invariants: steps[0..n) in arrival order; bytes is the sum
- * of their lengths plus the struct; n <= TRACE_MAX_STEPS + 1 (the finish may
+ * of their lengths plus the struct; n <= T.max_steps + 1 (the finish may
  * exceed the cap by one). */
 struct jtrace {
     uint64_t id;
@@ -33,8 +33,31 @@ static struct {
     pthread_mutex_t lock;
     struct hashmap map;        /* job id → struct jtrace */
     struct jtrace *oldest, *newest;
-    size_t bytes;
-} T = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    size_t bytes;              /* <= max_bytes, but for the newest trace alone */
+    size_t max_bytes;
+    int max_steps;
+    int64_t ntraces, evicted;
+} T = {.lock = PTHREAD_MUTEX_INITIALIZER, .max_bytes = TRACE_MAX_BYTES,
+       .max_steps = TRACE_MAX_STEPS};
+
+void trace_set_limits(int64_t max_bytes, int max_steps)
+{
+    pthread_mutex_lock(&T.lock);
+    if (max_bytes > 0)
+        T.max_bytes = (size_t)max_bytes;
+    if (max_steps > 0)
+        T.max_steps = max_steps;
+    pthread_mutex_unlock(&T.lock);
+}
+
+void trace_stats(int64_t *bytes, int64_t *traces, int64_t *evicted)
+{
+    pthread_mutex_lock(&T.lock);
+    *bytes = (int64_t)T.bytes;
+    *traces = T.ntraces;
+    *evicted = T.evicted;
+    pthread_mutex_unlock(&T.lock);
+}
 
 static void jtrace_free(struct jtrace *t)
 {
@@ -56,6 +79,7 @@ static void unlink_trace(struct jtrace *t)
         T.newest = t->older;
     hashmap_del_u64(&T.map, t->id);
     T.bytes -= t->bytes;
+    T.ntraces--;
 }
 
 /* The trace of id (lock held), created when create. */
@@ -68,6 +92,7 @@ static struct jtrace *get(uint64_t id, bool create)
     t->id = id;
     t->bytes = sizeof *t;
     T.bytes += t->bytes;
+    T.ntraces++;
     hashmap_put_u64(&T.map, id, t);
     t->older = T.newest;
     if (T.newest)
@@ -96,7 +121,7 @@ static int64_t step_at(const char *step_json)
 static void insert(struct jtrace *t, struct buf *b, bool always, bool before_placed)
 {
     buf_puts(b, "}");
-    if (t->n >= TRACE_MAX_STEPS && !always) {
+    if (t->n >= T.max_steps && !always) {
         t->dropped++;
         return;
     }
@@ -113,9 +138,10 @@ static void insert(struct jtrace *t, struct buf *b, bool always, bool before_pla
     t->n++;
     t->bytes += len;
     T.bytes += len;
-    while (T.bytes > TRACE_MAX_BYTES && T.oldest && T.oldest != t) {
+    while (T.bytes > T.max_bytes && T.oldest && T.oldest != t) {
         struct jtrace *old = T.oldest;
         unlink_trace(old);
+        T.evicted++;
         jtrace_free(old);
     }
 }

@@ -4,9 +4,10 @@
  * placement planned), started, progress, each attempt's end and retry with its
  * error, finished. Served at GET /v1/jobs/{id}/trace (docs/api, `gpuq trace`).
  *
- * Bounded: at most TRACE_MAX_STEPS steps a job (later ones are counted as
- * dropped; the finish is always kept) and TRACE_MAX_BYTES in all (the traces
- * of the oldest jobs go first). Memory only: after a restart, or once a job's
+ * Bounded: at most max_steps steps a job (later ones are counted as dropped;
+ * the finish is always kept) and max_bytes in all (the traces of the oldest
+ * jobs go first); [metrics] trace_max_steps and trace_max_bytes, defaults
+ * TRACE_MAX_STEPS and TRACE_MAX_BYTES. Memory only: after a restart, or once a job's
  * trace was evicted, the trace is rebuilt from what the store keeps — the
  * job's acceptance, every ended attempt (worker, times, outcome, error) and
  * its finish — followed by what this process saw since.
@@ -24,6 +25,11 @@
 
 #define TRACE_MAX_STEPS 64
 #define TRACE_MAX_BYTES (64u << 20)
+
+/* Sets the bounds (at start, before any trace; 0 keeps the default). */
+void trace_set_limits(int64_t max_bytes, int max_steps);
+/* Bytes the traces hold now, traces held, and traces evicted since start. */
+void trace_stats(int64_t *bytes, int64_t *traces, int64_t *evicted);
 
 /* The request was accepted (validated, id given) at r->created_ms. */
 void trace_accepted(const struct job_rec *r);
