@@ -149,11 +149,14 @@ def test_bearer_token_guards_the_scrape(head_factory):
     assert "gpuq_build_info" in text
 
 
-def test_bad_token_setting_is_refused(tmp_path):
+@pytest.mark.parametrize("line,field", [("token = short", b"metrics.token"),
+                                        ("trace_max_bytes = 100", b"metrics.trace_max_bytes"),
+                                        ("trace_max_steps = 2", b"metrics.trace_max_steps")])
+def test_bad_metrics_setting_is_refused(tmp_path, line, field):
     from gpuq_harness import binary
     conf = tmp_path / "bad.conf"
-    conf.write_text("[metrics]\ntoken = short\n")
+    conf.write_text(f"[metrics]\n{line}\n")
     p = subprocess.run([binary("gpuqd"), "--config", str(conf), "--data", str(tmp_path / "d"),
                         "--listen", "127.0.0.1:0"], capture_output=True, timeout=30)
     assert p.returncode != 0
-    assert b"metrics.token" in p.stdout + p.stderr
+    assert field in p.stdout + p.stderr
