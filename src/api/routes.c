@@ -1457,6 +1457,34 @@ static void get_readyz(struct ctx *c)
     }
 }
 
+/* ---- observing: /metrics (docs/metrics.md), a job's trace ---- */
+
+static const char *bearer(struct http_req *req);
+
+static void get_metrics(struct ctx *c)
+{
+    if (!head_metrics(c->h, bearer(c->req), &c->resp->body)) {
+        fail(c, 401, "unauthorized", "Authorization",
+             "Authorization: /metrics needs 'Bearer <the [metrics] token>'");
+        return;
+    }
+    c->resp->status = 200;
+    c->resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
+}
+
+static void get_trace(struct ctx *c)
+{
+    int64_t tenant;
+    if (!job_scope(c, &tenant))
+        return;
+    int rc = head_job_trace(c->h, tenant, c->id, &c->resp->body);
+    if (rc) {
+        job_answer(c, rc, c->id, NULL);
+        return;
+    }
+    reply_json(c, 200);
+}
+
 /* ---- the route table ---- */
 
 /* Who may call a route: a set of caller kinds. */
@@ -1505,6 +1533,7 @@ static const struct route routes[] = {
     {"GET", "/v1/fleet", get_fleet, TENANT | ADMIN, BODY_NONE, "this key cannot see the fleet"},
     {"GET", "/v1/fleet/events", get_fleet_events, TENANT | ADMIN, BODY_NONE,
      "this key cannot see the fleet"},
+    {"GET", "/metrics", get_metrics, ANYONE, BODY_NONE, NULL},
     /* client */
     {"POST", "/v1/jobs", post_job, TENANT, BODY_JSON, "jobs are submitted with a tenant's key"},
     {"GET", "/v1/jobs", list_jobs, TENANT | ADMIN, BODY_NONE, "this key cannot list jobs"},
@@ -1515,6 +1544,8 @@ static const struct route routes[] = {
     {"GET", "/v1/jobs/{id}/events", get_events, TENANT | ADMIN, BODY_NONE,
      "this key cannot use the jobs API"},
     {"GET", "/v1/jobs/{id}/result", get_result, TENANT | ADMIN, BODY_NONE,
+     "this key cannot use the jobs API"},
+    {"GET", "/v1/jobs/{id}/trace", get_trace, TENANT | ADMIN, BODY_NONE,
      "this key cannot use the jobs API"},
     {"POST", "/v1/jobs/{id}/resubmit", resubmit_job, ADMIN, BODY_NONE,
      "re-submitting a job needs the admin key"},

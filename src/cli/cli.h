@@ -50,6 +50,7 @@ void cli_print_json(const json_t *v);
 /* The commands: each returns an exit code. */
 int cmd_submit(int argc, char **argv);
 int cmd_get(int argc, char **argv);
+int cmd_trace(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_cancel(int argc, char **argv);
 int cmd_tenant_add(int argc, char **argv);

@@ -15,6 +15,7 @@ struct command {
 static const struct command commands[] = {
     {"submit", NULL, cmd_submit, "submit a job (--wait: follow it and download the result)"},
     {"get", NULL, cmd_get, "show a job"},
+    {"trace", NULL, cmd_trace, "show a job's trace: every step, as a timeline"},
     {"ls", NULL, cmd_ls, "list your jobs"},
     {"cancel", NULL, cmd_cancel, "cancel a queued or running job"},
     {"batch", "submit", cmd_batch_submit, "submit a JSONL file of jobs as one batch (--wait)"},

@@ -63,6 +63,8 @@ void config_defaults(struct head_config *cfg)
     cfg->header_timeout_s = 10;
     cfg->body_timeout_s = 60;
     cfg->max_body_bytes = 65536;
+    cfg->trace_max_bytes = 64LL << 20;
+    cfg->trace_max_steps = 64;
     cfg->synchronous_full = 1;
     lc_policy_defaults(&cfg->lifecycle);
     breaker_policy_defaults(&cfg->breaker);
@@ -101,7 +103,8 @@ enum key_type {
     KT_I64,     /* int64_t, an integer in lo..hi */
     KT_MS_NS,   /* int64_t nanoseconds, written in milliseconds lo..hi */
     KT_DOUBLE,  /* double in lo..hi */
-    KT_STR,     /* char[size], 1..size-1 bytes */
+    KT_STR,     /* char[size], lo..size-1 bytes (lo 0: empty means the default) */
+    KT_TOKEN,   /* char[size]: empty (none), or lo..size-1 bytes without blanks */
     KT_CHOICE,  /* int: 1 for the word yes, 0 for the word no */
 };
 
@@ -131,16 +134,19 @@ struct key_def {
 #define K_DBL(sec, name, field, lo_, hi_)                                                      \
     {.section = sec, .key = name, .type = KT_DOUBLE, .off = F(field), .dlo = lo_, .dhi = hi_,  \
      .print = 1}
-#define K_STR(sec, name, field)                                                                \
-    {.section = sec, .key = name, .type = KT_STR, .off = F(field),                             \
+#define K_STR(sec, name, field, min)                                                           \
+    {.section = sec, .key = name, .type = KT_STR, .off = F(field), .lo = min,                  \
+     .size = sizeof(((struct head_config *)0)->field), .print = 1}
+#define K_TOKEN(sec, name, field, min)                                                         \
+    {.section = sec, .key = name, .type = KT_TOKEN, .off = F(field), .lo = min,                \
      .size = sizeof(((struct head_config *)0)->field), .print = 1}
 #define K_CHOICE(sec, name, field, y, n)                                                       \
     {.section = sec, .key = name, .type = KT_CHOICE, .off = F(field), .yes = y, .no = n,       \
      .print = 1}
 
 static const struct key_def keys[] = {
-    K_STR("server", "listen", listen),
-    K_STR("server", "data", data_dir),
+    K_STR("server", "listen", listen, 1),
+    K_STR("server", "data", data_dir, 0),
     K_INT("server", "max_connections", max_connections, 4, 100000),
     K_INT("server", "threads", http_threads, 1, 64),
     K_INT("server", "connection_timeout_s", connection_timeout_s, 1, 3600),
@@ -148,6 +154,9 @@ static const struct key_def keys[] = {
     K_INT("server", "header_timeout_s", header_timeout_s, 1, 3600),
     K_INT("server", "body_timeout_s", body_timeout_s, 1, 86400),
     K_I64("server", "max_body_bytes", max_body_bytes, 1024, 16 << 20),
+    K_TOKEN("metrics", "token", metrics_token, 16),
+    K_I64("metrics", "trace_max_bytes", trace_max_bytes, 4096, 1LL << 36),
+    K_INT("metrics", "trace_max_steps", trace_max_steps, 8, 4096),
     K_CHOICE("store", "synchronous", synchronous_full, "full", "normal"),
     K_INT("jobs", "max_attempts", lifecycle.max_attempts, 1, 100),
     K_CHOICE("jobs", "allow_unserved", allow_unserved, "true", "false"),
@@ -244,13 +253,24 @@ static int set_key(struct head_config *cfg, const struct key_def *k, const char 
         }
         return 0;
     case KT_STR:
-        if (!value[0] || strlen(value) >= k->size) {
-            snprintf(err, errlen, "%s.%s: must be 1..%zu characters", k->section, k->key,
-                     k->size - 1);
+        if (strlen(value) < (size_t)k->lo || strlen(value) >= k->size) {
+            snprintf(err, errlen, "%s.%s: must be %lld..%zu characters", k->section, k->key,
+                     k->lo, k->size - 1);
             return 1;
         }
         snprintf(field, k->size, "%s", value);
         return 0;
+    case KT_TOKEN: {
+        size_t n = strlen(value);
+        if (n > 0 && (n < (size_t)k->lo || n >= k->size || strcspn(value, " \t") != n)) {
+            snprintf(err, errlen,
+                     "%s.%s: must be empty (none) or %lld..%zu characters without spaces",
+                     k->section, k->key, k->lo, k->size - 1);
+            return 1;
+        }
+        snprintf(field, k->size, "%s", value);
+        return 0;
+    }
     case KT_CHOICE:
         if (strcmp(value, k->yes) && strcmp(value, k->no)) {
             snprintf(err, errlen, "%s.%s: must be %s or %s", k->section, k->key, k->yes, k->no);
@@ -479,7 +499,8 @@ int config_print(const struct head_config *cfg, FILE *f)
         case KT_I64: fprintf(f, "%lld", (long long)*(const int64_t *)field); break;
         case KT_MS_NS: fprintf(f, "%lld", (long long)(*(const int64_t *)field / 1000000)); break;
         case KT_DOUBLE: put_double(f, *(const double *)field); break;
-        case KT_STR: put_str(f, field); break;
+        case KT_STR:
+        case KT_TOKEN: put_str(f, field); break;
         case KT_CHOICE: fputs(*(const int *)field ? k->yes : k->no, f); break;
         }
         fputc('\n', f);

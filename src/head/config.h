@@ -38,6 +38,10 @@ struct head_config {
     int header_timeout_s;        /* request line and headers due within; default 10 */
     int body_timeout_s;          /* whole body due within, after the headers; default 60 */
     int64_t max_body_bytes;      /* JSON request bodies; default 65536 */
+    /* [metrics] token: a bearer token /metrics requires ("" = open; default) */
+    char metrics_token[128];
+    int64_t trace_max_bytes;     /* [metrics] all jobs' traces in memory; default 64 MiB */
+    int trace_max_steps;         /* [metrics] steps kept per job; default 64 */
     /* [store] */
     int synchronous_full;        /* 1 = FULL (default), 0 = NORMAL (not durable on power loss) */
     /* [jobs] */

@@ -20,6 +20,8 @@
 #include "head/admission.h"
 #include "head/head.h"
 #include "head/fleet.h"
+#include "head/metrics.h"
+#include "head/trace.h"
 
 #define MOD "dispatch"
 #define MAX_EXPIRE 64
@@ -287,6 +289,7 @@ static void assign_done(struct commit_op *op, int rc)
             jobs_changed(h->jobs, j);
         jobs_unlock(h->jobs);
         admission_job_state(h->admission, a->rec.id, JOB_RUNNING);
+        trace_assigned(a->rec.id, a->rec.lc.worker, a->rec.lc.attempt);
         poller_finish(a->poller, 0, &a->rec);
     }
     job_rec_free_fields(&a->rec);
@@ -310,6 +313,7 @@ static bool assign(struct dispatcher *d, struct poller *p, uint64_t job_id)
         j->rec.phase = PHASE_ASSIGNED;
         j->rec.progress = 0;
         j->rec.started_ms = now.wall_ms;
+        metrics_job_assigned(&j->rec, now.wall_ms);
         jobs_retrack(h->jobs, j);
         registry_inflight(h->registry, p->worker_id, +1);
         breaker_assigned(breaker_of(d, p->worker_id));
@@ -430,6 +434,12 @@ static void on_placed(uint64_t job_id, const char *worker_id, const struct sched
     buf_fini(&b);
     fleet_note_placement(d->h->fleet, job_id, worker_id, why, clock_wall_ms());
     d->stats.decisions++;
+    trace_placed(job_id, worker_id, why);
+    for (int i = 0; i < why->nkept; i++)
+        if (!strcmp(why->cand[i].worker_id, worker_id)) {
+            metrics_placement(why->cand[i].warm, why->cand[i].evictions);
+            break;
+        }
 }
 
 static void on_lost(uint64_t job_id, void *arg)
@@ -688,8 +698,11 @@ static void *dispatcher_main(void *arg)
         }
         int64_t t0 = clock_mono_ns();
         int placed = sched_dispatch(d->sched, now, on_placed, d);
-        if (placed > 0)
-            d->stats.decision_us_last = (double)(clock_mono_ns() - t0) / 1e3 / placed;
+        if (placed > 0) {
+            int64_t took = clock_mono_ns() - t0;
+            d->stats.decision_us_last = (double)took / 1e3 / placed;
+            metrics_decisions(placed, took);
+        }
         serve_pollers(d, now);
         answer_etas(d, now);
         pthread_rwlock_unlock(&d->sched_lock);

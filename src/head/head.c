@@ -22,6 +22,8 @@
 #include "head/admission.h"
 #include "head/dispatch.h"
 #include "head/inputs.h"
+#include "head/metrics.h"
+#include "head/trace.h"
 
 #define MOD "head"
 
@@ -145,6 +147,20 @@ static void attempt_ended(struct head *h, struct hjob *j, const struct lc_attemp
         registry_add_cancel(h->registry, a->worker, j->rec.id, a->n);
 }
 
+/* What a transition shows in metrics and the job's trace (lock held). */
+static void observe_change(const struct hjob *j, const struct lc_attempt *ended)
+{
+    if (ended) {
+        trace_attempt_ended(&j->rec, ended);
+        if (ended->error_class[0] && strcmp(ended->error_class, "cancelled") != 0)
+            metrics_attempt_failed(ended->error_class, j->rec.lc.state == LC_QUEUED);
+    }
+    if (lc_terminal(j->rec.lc.state)) {
+        trace_finished(&j->rec);
+        metrics_job_finished(&j->rec, 0);
+    }
+}
+
 /* After a transition of j (lock held): the record's derived fields, the timed
  * list, and the commit op carrying the job and the ended attempt. The caller
  * may set the op's answer, then submits it. */
@@ -164,6 +180,7 @@ static struct job_op *changed(struct head *h, struct hjob *j, const struct lc_at
         snprintf(j->rec.error_class, sizeof j->rec.error_class, "%s", ended->error_class);
         snprintf(j->rec.error_message, sizeof j->rec.error_message, "%s", ended->error);
     }
+    observe_change(j, ended);
     jobs_retrack(h->jobs, j);
     struct job_op *o = job_op_new(h, j);
     if (ended) {
@@ -199,6 +216,8 @@ static void submit_eta(void *arg, int rc, double start_s, double finish_s, const
     job_rec_copy(&out, j ? &j->rec : &o->rec);
     jobs_unlock(h->jobs);
     fill_eta(h, &out, rc, start_s, finish_s, why);
+    trace_queued(out.id, rc == 0 ? start_s : -1, finish_s,
+                 out.waiting_reason[0] ? out.waiting_reason : why);
     o->done(o->done_arg, 0, &out, false);
     job_rec_free_fields(&out);
     job_op_free(o);
@@ -212,7 +231,10 @@ static void submit_done(struct commit_op *op, int rc)
     struct hjob *j = jobs_find(h->jobs, o->rec.id);
     if (rc == 0) {
         j->committed = true;
+        jobs_retrack(h->jobs, j); /* now counted (jobs_queue_stats) */
         jobs_changed(h->jobs, j);
+        trace_admitted(j->rec.id);
+        metrics_job_submitted(&j->rec);
     } else if (j) {
         jobs_remove(h->jobs, j);
     }
@@ -260,6 +282,7 @@ void head_submit(struct head *h, struct job_rec *rec, head_done_fn done, void *a
     if (rec->admitted)
         admission_bind(h->admission, rec->tenant_name, rec);
     struct hjob *j = jobs_insert(h->jobs, rec);
+    trace_accepted(&j->rec);
     struct job_op *o = job_op_new(h, j);
     o->insert = true;
     o->op.done = submit_done;
@@ -286,6 +309,8 @@ int head_admit(struct head *h, const struct tenant_rec *t, struct job_rec *rec,
     int rc = admission_admit(h->admission, rec->tenant_name, rec,
                              admission_booking(rec->tenant_id, rec->idem_key), v);
     rec->admitted = rc == 0 && v->outcome == ADMIT_OK;
+    if (rc == 0 && v->outcome == ADMIT_RETRY)
+        metrics_count_429(rec->lane);
     return rc;
 }
 
@@ -528,6 +553,7 @@ int head_progress(struct head *h, uint64_t id, const char *worker, int attempt,
     }
     /* Progress renews the lease; it is not persisted (a restart re-runs the job). */
     lc_renew(&h->cfg.lifecycle, &j->rec.lc, worker, attempt, now_lc());
+    trace_progress(id, attempt, j->rec.phase, j->rec.progress, phase, progress);
     j->rec.phase = phase;
     j->rec.progress = progress;
     jobs_changed(h->jobs, j);
@@ -554,6 +580,8 @@ static void complete_done(struct commit_op *op, int rc)
             job_rec_add_attempt(&j->rec, &o->ended);
             jobs_retrack(h->jobs, j);
             jobs_changed(h->jobs, j);
+            trace_finished(&j->rec);
+            metrics_job_finished(&j->rec, o->run_ms);
         }
         job_rec_copy(&out, &j->rec);
     }
@@ -868,6 +896,7 @@ static void recover_job(void *arg, struct job_rec *rec)
     jobs_lock(h->jobs);
     struct hjob *j = jobs_insert(h->jobs, rec);
     j->committed = true;
+    jobs_retrack(h->jobs, j);
     if (j->rec.lc.state == LC_RUNNING) {
         /* Its agent may still run it; a completion for this attempt is refused
          * once it is re-queued, and the job runs again: at least once, accepted once. */

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "common/alloc.h"
+#include "common/hashmap.h"
 #include "store/store.h"
 
 struct idem_entry {
@@ -26,6 +27,12 @@ struct jobs {
     uint64_t next_id;
     bool stopping;
     struct hjob *timed;     /* timed list head (see jobs.h) */
+    /* Counts of committed jobs (see hjob.acct_*): by state, and the queue
+     * groups, found by their packed key in qmap (value: index + 1). */
+    long long states[JOB_NSTATES];
+    struct jobs_queue *queues;
+    int nqueues, capqueues;
+    struct hashmap qmap;
 };
 
 static uint64_t mix64(uint64_t x)
@@ -55,6 +62,7 @@ struct jobs *jobs_create(void)
     t->nibuckets = 256;
     t->ibuckets = xcalloc(t->nibuckets, sizeof *t->ibuckets);
     t->next_id = 1;
+    hashmap_init(&t->qmap);
     return t;
 }
 
@@ -72,8 +80,77 @@ static void timed_unlink(struct jobs *t, struct hjob *j)
     j->timed = false;
 }
 
+/* The index of j's queue group, created on first use. */
+static int queue_of(struct jobs *t, const struct hjob *j)
+{
+    char key[REC_NAME_MAX + 1 + sizeof(int64_t)];
+    size_t n = strnlen(j->rec.capability, REC_NAME_MAX - 1);
+    memcpy(key, j->rec.capability, n);
+    key[n++] = (char)j->rec.lane;
+    memcpy(key + n, &j->rec.tenant_id, sizeof j->rec.tenant_id);
+    n += sizeof j->rec.tenant_id;
+    uintptr_t at = (uintptr_t)hashmap_get(&t->qmap, key, n);
+    if (at)
+        return (int)(at - 1);
+    if (t->nqueues == t->capqueues) {
+        t->capqueues = t->capqueues ? t->capqueues * 2 : 16;
+        t->queues = xrealloc(t->queues, (size_t)t->capqueues * sizeof *t->queues);
+    }
+    struct jobs_queue *q = &t->queues[t->nqueues];
+    memset(q, 0, sizeof *q);
+    memcpy(q->capability, j->rec.capability, n - 1 - sizeof j->rec.tenant_id);
+    q->lane = j->rec.lane;
+    q->tenant_id = j->rec.tenant_id;
+    hashmap_put(&t->qmap, key, n, (void *)(uintptr_t)(t->nqueues + 1));
+    return t->nqueues++;
+}
+
+/* Brings the counts up to date with j (gone: j leaves the table). */
+static void account(struct jobs *t, struct hjob *j, bool gone)
+{
+    int st = j->committed && !gone && (unsigned)j->rec.lc.state < JOB_NSTATES
+                 ? (int)j->rec.lc.state
+                 : -1;
+    if (st == j->acct_state)
+        return;
+    if (j->acct_state >= 0)
+        t->states[j->acct_state]--;
+    if (j->acct_queue >= 0) {
+        t->queues[j->acct_queue].depth--;
+        t->queues[j->acct_queue].backlog_ms -= j->acct_cost_ms;
+        j->acct_queue = -1;
+    }
+    j->acct_state = (int8_t)st;
+    if (st < 0)
+        return;
+    t->states[st]++;
+    if (st == LC_QUEUED) {
+        j->acct_queue = queue_of(t, j);
+        j->acct_cost_ms = j->rec.cost_s > 0 ? (int64_t)(j->rec.cost_s * 1000 + 0.5) : 0;
+        t->queues[j->acct_queue].depth++;
+        t->queues[j->acct_queue].backlog_ms += j->acct_cost_ms;
+    }
+}
+
+int jobs_queue_stats(struct jobs *t, long long states[JOB_NSTATES], struct jobs_queue **v,
+                     int *cap)
+{
+    pthread_mutex_lock(&t->lock);
+    int n = t->nqueues;
+    if (n > *cap) {
+        *v = xrealloc(*v, (size_t)n * sizeof **v);
+        *cap = n;
+    }
+    if (n)
+        memcpy(*v, t->queues, (size_t)n * sizeof **v);
+    memcpy(states, t->states, sizeof t->states);
+    pthread_mutex_unlock(&t->lock);
+    return n;
+}
+
 void jobs_retrack(struct jobs *t, struct hjob *j)
 {
+    account(t, j, false);
     bool want = j->rec.lc.state == LC_RUNNING ||
                 (j->rec.lc.state == LC_QUEUED && j->rec.lc.deadline_ms > 0);
     if (want == j->timed)
@@ -127,6 +204,8 @@ void jobs_destroy(struct jobs *t)
     }
     free(t->buckets);
     free(t->ibuckets);
+    free(t->queues);
+    hashmap_fini(&t->qmap);
     pthread_mutex_destroy(&t->lock);
     free(t);
 }
@@ -199,6 +278,8 @@ struct hjob *jobs_insert(struct jobs *t, struct job_rec *rec)
     if (t->count + 1 > t->nbuckets)
         grow(t);
     struct hjob *j = xcalloc(1, sizeof *j);
+    j->acct_state = -1;
+    j->acct_queue = -1;
     j->rec = *rec;
     rec->params_json = NULL;
     rec->attempts = NULL;
@@ -319,6 +400,7 @@ int jobs_sweep(struct jobs *t, int64_t cutoff_ms)
                 if (j->rec.idem_key[0])
                     unlink_idem(t, j);
                 timed_unlink(t, j);
+                account(t, j, true);
                 free_job(j);
                 t->count--;
                 dropped++;
@@ -340,6 +422,7 @@ void jobs_remove(struct jobs *t, struct hjob *j)
             if (j->rec.idem_key[0])
                 unlink_idem(t, j);
             timed_unlink(t, j);
+            account(t, j, true);
             t->count--;
             if (j->waiters) {
                 /* Someone waits on it (an idempotent replay): let them see it gone first. */

@@ -40,6 +40,12 @@ struct hjob {
     bool committed;         /* its insert is durable */
     bool completing;        /* a result is being committed: it shows once durable */
     bool timed;             /* on the timed list (jobs_retrack) */
+    /* What the table's counts hold for this job (jobs_retrack keeps them equal
+     * to committed/state): acct_state -1 = not counted; acct_queue >= 0 the
+     * queue group it is counted in while queued, with acct_cost_ms. */
+    int8_t acct_state;
+    int acct_queue;
+    int64_t acct_cost_ms;
     struct hjob *next;      /* hash chain */
     struct hjob *tprev, *tnext; /* timed list */
 };
@@ -82,11 +88,28 @@ void jobs_count(struct jobs *t, int counts[JOB_NSTATES]);
 
 /* The timed list: every job whose life time alone can change — running
  * (lease, timeout, deadline) or queued with a deadline. jobs_retrack puts j on
- * it or takes it off after a change of state (lock held). */
+ * it or takes it off after a change of state or of committed (lock held), and
+ * brings the counts of jobs_queue_stats up to date. */
 void jobs_retrack(struct jobs *t, struct hjob *j);
 /* The first job of the timed list and the next (lock held; NULL at the end). */
 struct hjob *jobs_timed_first(struct jobs *t);
 struct hjob *jobs_timed_next(struct hjob *j);
+
+/* Queued jobs of one (capability, lane, tenant), kept as jobs change state. */
+struct jobs_queue {
+    char capability[REC_NAME_MAX];
+    enum job_lane lane;
+    int64_t tenant_id;
+    long long depth;        /* committed jobs queued */
+    int64_t backlog_ms;     /* the sum of their cost_s, in ms */
+};
+
+/* Copies the counts of committed jobs by state and every queue group seen
+ * since start (empty ones too) into *v, grown as needed (*cap its capacity;
+ * the caller frees *v). Takes the table lock for the copy only: O(groups),
+ * never a pass over the jobs. Returns the number of groups. */
+int jobs_queue_stats(struct jobs *t, long long states[JOB_NSTATES], struct jobs_queue **v,
+                     int *cap);
 
 /* Assigns job ids: ids are unique and increasing across restarts. */
 void jobs_set_next_id(struct jobs *t, uint64_t next);

@@ -17,7 +17,9 @@
 #include "head/batches.h"
 #include "head/dispatch.h"
 #include "head/fleet.h"
+#include "head/metrics.h"
 #include "head/ops.h"
+#include "head/trace.h"
 
 #define MOD "gpuqd"
 
@@ -57,10 +59,12 @@ int main(int argc, char **argv)
         log_error(MOD, "store: %s", err);
         return 1;
     }
+    trace_set_limits(h.cfg.trace_max_bytes, h.cfg.trace_max_steps);
     h.jobs = jobs_create();
     h.tenants = tenants_create();
     h.registry = registry_create();
     h.committer = committer_create(h.store);
+    committer_set_observer(h.committer, metrics_store_commit, NULL);
     h.timers = timers_create();
     h.admission = admission_create(&h.cfg);
     h.fleet = fleet_create();

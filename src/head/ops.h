@@ -97,5 +97,6 @@ int head_recover(struct head *h);
 #include "head/ops_admin.h"
 /* The fleet at a glance: head_fleet_view. */
 #include "head/fleet.h"
+#include "head/ops_observe.h"
 
 #endif

@@ -286,3 +286,12 @@ void registry_worker_info(const struct worker_rec *w, int64_t now_ns, struct wor
     out->healthy = strcmp(w->tel.health, "failed") != 0;
     out->draining = w->state != WORKER_READY || w->drain_requested;
 }
+
+void registry_foreach(struct registry *r, void (*fn)(void *arg, const struct worker_rec *w),
+                      void *arg)
+{
+    pthread_mutex_lock(&r->lock);
+    for (int i = 0; i < r->n; i++)
+        fn(arg, r->v[i]);
+    pthread_mutex_unlock(&r->lock);
+}

@@ -98,6 +98,9 @@ int registry_get(struct registry *r, const char *id, struct worker_rec *out);
 /* Copies up to max workers; returns the count. */
 int registry_list(struct registry *r, struct worker_rec *out, int max);
 int registry_count(struct registry *r);
+/* Calls fn for every worker with the registry locked (fn must not call the registry). */
+void registry_foreach(struct registry *r, void (*fn)(void *arg, const struct worker_rec *w),
+                      void *arg);
 /* Workers ready for work (not warming, not draining). */
 int registry_count_ready(struct registry *r);
 /* Moves every worker's last-seen time gap_ns later: the head itself stood

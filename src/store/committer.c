@@ -24,6 +24,8 @@ struct committer {
     bool stopping;
     struct committer_stats stats; /* under lock, but for healthy: read from `healthy` */
     atomic_bool healthy;          /* false from a failed batch or probe to the next success */
+    committer_observe_fn observe; /* set before the first op (committer_set_observer) */
+    void *observe_arg;
 };
 
 /* Records the outcome of a batch or probe; logs the transitions only. */
@@ -95,6 +97,7 @@ static int apply_all(struct committer *c, struct commit_op *batch, bool savepoin
 
 static void run_batch(struct committer *c, struct commit_op *batch, int n)
 {
+    int64_t t0 = clock_mono_ns();
     int err = apply_all(c, batch, false);
     if (err && err != GPUQ_EIO) {
         /* One op refused its write (e.g. a unique key): redo with one savepoint per op so
@@ -107,6 +110,8 @@ static void run_batch(struct committer *c, struct commit_op *batch, int n)
     if (n > c->stats.max_batch)
         c->stats.max_batch = n;
     pthread_mutex_unlock(&c->lock);
+    if (c->observe)
+        c->observe(c->observe_arg, n, clock_mono_ns() - t0);
     if (err)
         log_warn(MOD, "batch of %d operations failed: %s", n, gpuq_strerror(err));
     set_health(c, err);
@@ -280,4 +285,12 @@ void committer_get_stats(struct committer *c, struct committer_stats *out)
 bool committer_healthy(struct committer *c)
 {
     return atomic_load(&c->healthy);
+}
+
+void committer_set_observer(struct committer *c, committer_observe_fn fn, void *arg)
+{
+    pthread_mutex_lock(&c->lock);
+    c->observe = fn;
+    c->observe_arg = arg;
+    pthread_mutex_unlock(&c->lock);
 }

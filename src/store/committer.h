@@ -60,6 +60,10 @@ void committer_submit(struct committer *c, struct commit_op *op);
 /* Waits for an op submitted with done == NULL; returns its result. */
 int committer_wait(struct committer *c, struct commit_op *op);
 void committer_get_stats(struct committer *c, struct committer_stats *out);
+/* fn(arg, n, ns) runs on the committer thread after each batch: n operations
+ * committed (or failed) in ns, fsync included. Set it before the first submit. */
+typedef void (*committer_observe_fn)(void *arg, int n, int64_t ns);
+void committer_set_observer(struct committer *c, committer_observe_fn fn, void *arg);
 /* True unless the last batch or probe failed (lock-free; any thread). */
 bool committer_healthy(struct committer *c);
 

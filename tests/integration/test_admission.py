@@ -173,6 +173,13 @@ def test_two_tenants_flood_beside_interactive(head_factory, tmp_path):
         for f in (big, small):
             assert f.retries_admitted >= 1
             assert f.retries_admitted >= 0.8 * f.retries, (f.name, f.retries, f.retries_admitted)
+        # Every 429 is counted in /metrics, by lane (the batch above is one more).
+        text = Client(head.url).get("/metrics").body.decode()
+        throttled = [ln for ln in text.splitlines()
+                     if ln.startswith('gpuq_http_throttled_total{lane="batch"}')]
+        assert throttled, text[:400]
+        counted = float(throttled[0].split()[-1])
+        assert counted >= len(big.refusals) + len(small.refusals) + 1, (counted, throttled)
 
         # One job that no wait makes admissible: 422 naming why; nothing stored.
         huge = job("batch", "huge")
