@@ -49,7 +49,7 @@ struct batch_view {
     /* ETA of its last job (wall ms): the latest finish among unfinished jobs;
      * 0 when all have finished or when one of them has no ETA (eta_why says why). */
     int64_t eta_finish_ms;
-    char eta_why[160];
+    char eta_why[200];
     struct batch_job *jobs;      /* njobs entries, submission order; malloc'd (caller frees) */
 };
 /* tenant_id < 0: any tenant (admin). GPUQ_ENOENT: no such batch for this caller.

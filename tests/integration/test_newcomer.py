@@ -102,6 +102,15 @@ def test_readme_try_it_word_for_word(up, tmp_path):
                        timeout=CLI_TIMEOUT_S)
     names = [t["name"] for t in json.loads(p.stdout)["tenants"]]
     assert "acme" in names, p.stdout
+    # Then "Many jobs, many tenants", in the same directory (it uploads the
+    # hen.png the first block downloaded).
+    block = readme_block("### Many jobs, many tenants")
+    script = "set -euo pipefail\n" + block.replace("http://127.0.0.1:7070", up["url"])
+    p = subprocess.run(["bash", "-c", script], env=env, cwd=work, capture_output=True,
+                       text=True, timeout=300 * SLOW)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    assert "succeeded" in out and "image.fast" in out, out
 
 
 def test_undrain_gives_the_real_agent_work_again(up, tmp_path):
