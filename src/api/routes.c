@@ -534,8 +534,10 @@ static void get_result(struct ctx *c)
              (unsigned long long)id, job_state_name(res.state));
         return;
     }
-    if (!res.kept) {
-        fail(c, 404, "not_found", "result", "the result of job %llu is no longer kept",
+    if (!res.kept) { /* deleted by the retention sweep (head/retention.h) */
+        fail(c, 410, "gone", "result",
+             "the result of job %llu was deleted: results are kept for [jobs] "
+             "result_retention_h after the job finished",
              (unsigned long long)id);
         return;
     }
