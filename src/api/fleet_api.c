@@ -1,9 +1,12 @@
 /* fleet_api.c: the fleet over HTTP (fleet_api.h) — its JSON rendering, the
  * event stream that pushes it when it changes, and the dashboard's embedded
  * files. The stream is driven by one timer per connection, FLEET_SSE_HZ times
- * a second: each tick renders the view and sends it only if it differs from
- * the last one sent (a comment line every FLEET_SSE_KEEPALIVE_S otherwise),
- * so an idle fleet sends nothing and a busy one at most FLEET_SSE_HZ a second. */
+ * a second, on tick boundaries shared by every connection (multiples of the
+ * period on the monotonic clock): each tick takes its scope's snapshot for
+ * that tick (head_fleet_shared: collected once and rendered once per scope,
+ * whatever the number of streams) and sends it only if it changed since the
+ * last one sent (a comment line every FLEET_SSE_KEEPALIVE_S otherwise), so
+ * an idle fleet sends nothing and a busy one at most FLEET_SSE_HZ a second. */
 #include "api/fleet_api.h"
 
 #include <pthread.h>
@@ -34,7 +37,7 @@ static void put_telemetry(struct buf *out, const struct telemetry *t)
     json_put_string(out, t->throttle);
 }
 
-static void put_gpu(struct buf *out, const struct fleet_gpu *g)
+static void put_gpu(struct buf *out, const struct fleet_view *v, const struct fleet_gpu *g)
 {
     buf_puts(out, "{\"id\":");
     json_put_string(out, g->id);
@@ -57,7 +60,7 @@ static void put_gpu(struct buf *out, const struct fleet_gpu *g)
     for (int i = 0; i < g->njobs; i++) {
         const struct fleet_job *j = &g->jobs[i];
         buf_puts(out, i ? ",{" : "{");
-        if (j->visible) {
+        if (fleet_job_visible(v, j)) {
             buf_printf(out, "\"id\":\"%llu\",\"capability\":", (unsigned long long)j->id);
             json_put_string(out, j->capability);
             buf_puts(out, ",\"model\":");
@@ -77,7 +80,7 @@ void fleet_api_render(struct buf *out, const struct fleet_view *v)
     for (int i = 0; i < v->ngpus; i++) {
         if (i)
             buf_puts(out, ",");
-        put_gpu(out, &v->gpus[i]);
+        put_gpu(out, v, &v->gpus[i]);
     }
     buf_puts(out, "],\"queues\":[");
     for (int i = 0; i < v->nqueues; i++) {
@@ -134,7 +137,7 @@ struct fleet_sse {
     bool tick_due;             /* a tick came since next last looked */
     bool closed;               /* the connection is done with the stream */
     /* event-loop side (one next() at a time): */
-    struct buf last;           /* the last snapshot sent */
+    uint64_t last_gen;         /* of the last snapshot sent */
     bool sent_any;
     int64_t last_sent_ns;
     atomic_int refs;
@@ -145,9 +148,17 @@ static void sse_unref(struct fleet_sse *s)
     if (atomic_fetch_sub(&s->refs, 1) != 1)
         return;
     http_req_release(s->req);
-    buf_fini(&s->last);
     pthread_mutex_destroy(&s->lock);
     free(s);
+}
+
+#define SSE_PERIOD_NS (NS_PER_S / FLEET_SSE_HZ)
+
+/* The next tick boundary: every stream's timer fires on the same ones, so the
+ * first of them collects the fleet and the others share it. */
+static int64_t next_tick_ns(void)
+{
+    return (clock_mono_ns() / SSE_PERIOD_NS + 1) * SSE_PERIOD_NS;
 }
 
 static void sse_tick(void *arg)
@@ -166,7 +177,7 @@ static void sse_tick(void *arg)
         sse_unref(s);
         return;
     }
-    timers_add(s->h->timers, clock_mono_ns() + NS_PER_S / FLEET_SSE_HZ, sse_tick, s);
+    timers_add(s->h->timers, next_tick_ns(), sse_tick, s);
 }
 
 static int sse_next(void *arg, struct http_req *req, struct buf *out)
@@ -181,27 +192,21 @@ static int sse_next(void *arg, struct http_req *req, struct buf *out)
     pthread_mutex_unlock(&s->lock);
     if (!due && s->sent_any)
         return HTTP_STREAM_WAIT;
-    struct fleet_view v;
-    head_fleet_view(s->h, s->tenant_id, &v);
-    struct buf now;
-    buf_init(&now);
-    fleet_api_render(&now, &v);
-    fleet_view_free(&v);
     int64_t t = clock_mono_ns();
-    if (!s->sent_any || now.len != s->last.len || memcmp(now.data, s->last.data, now.len)) {
+    struct fleet_text *now = head_fleet_shared(s->h, s->tenant_id, t / SSE_PERIOD_NS,
+                                               fleet_api_render);
+    if (!s->sent_any || now->gen != s->last_gen) {
         buf_puts(out, "event: fleet\ndata: ");
-        buf_append(out, now.data, now.len);
+        buf_append(out, now->data, now->len);
         buf_puts(out, "\n\n");
-        struct buf tmp = s->last;
-        s->last = now;
-        now = tmp;
+        s->last_gen = now->gen;
         s->sent_any = true;
         s->last_sent_ns = t;
     } else if (t - s->last_sent_ns >= FLEET_SSE_KEEPALIVE_S * NS_PER_S) {
         buf_puts(out, ": keepalive\n\n");
         s->last_sent_ns = t;
     }
-    buf_fini(&now);
+    fleet_text_unref(now);
     return out->len ? HTTP_STREAM_DATA : HTTP_STREAM_WAIT;
 }
 
@@ -223,9 +228,8 @@ void fleet_api_events(struct head *h, int64_t tenant_id, struct http_req *req,
     http_req_hold(req);
     s->tenant_id = tenant_id;
     pthread_mutex_init(&s->lock, NULL);
-    buf_init(&s->last);
     atomic_init(&s->refs, 2);
-    timers_add(h->timers, clock_mono_ns() + NS_PER_S / FLEET_SSE_HZ, sse_tick, s);
+    timers_add(h->timers, next_tick_ns(), sse_tick, s);
     resp->status = 200;
     resp->content_type = "text/event-stream";
     http_resp_header(resp, "Cache-Control", "no-cache");

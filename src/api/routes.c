@@ -534,8 +534,10 @@ static void get_result(struct ctx *c)
              (unsigned long long)id, job_state_name(res.state));
         return;
     }
-    if (!res.kept) {
-        fail(c, 404, "not_found", "result", "the result of job %llu is no longer kept",
+    if (!res.kept) { /* deleted by the retention sweep (head/retention.h) */
+        fail(c, 410, "gone", "result",
+             "the result of job %llu was deleted: results are kept for [jobs] "
+             "result_retention_h after the job finished",
              (unsigned long long)id);
         return;
     }
@@ -861,7 +863,7 @@ static void post_worker_token_finish(void *arg, struct http_resp *resp)
         fail_store(&c, l->rc);
     } else {
         struct buf *out = &resp->body;
-        buf_puts(out, "{\"name\":");
+        buf_printf(out, "{\"id\":%lld,\"name\":", (long long)l->admin.token.id);
         json_put_string(out, l->admin.token.name);
         buf_printf(out, ",\"token\":\"%s\"}", l->admin.secret);
         reply_json(&c, 201);
@@ -1523,6 +1525,8 @@ EXT_ROUTE(batch_delete)
 EXT_ROUTE(batch_list)
 EXT_ROUTE(backlog_get)
 EXT_ROUTE(capacity_get)
+EXT_ROUTE(worker_tokens_list)
+EXT_ROUTE(worker_token_revoke)
 
 static const struct route routes[] = {
     {"GET", "/healthz", get_healthz, ANYONE, BODY_NONE, NULL},
@@ -1567,6 +1571,10 @@ static const struct route routes[] = {
     {"POST", "/v1/tenants", post_tenant, ADMIN, BODY_JSON, "this call needs the admin key"},
     {"GET", "/v1/tenants", list_tenants, ADMIN, BODY_NONE, "this call needs the admin key"},
     {"POST", "/v1/worker-tokens", post_worker_token, ADMIN, BODY_JSON,
+     "this call needs the admin key"},
+    {"GET", "/v1/worker-tokens", worker_tokens_list, ADMIN, BODY_NONE,
+     "this call needs the admin key"},
+    {"DELETE", "/v1/worker-tokens/{id}", worker_token_revoke, ADMIN, BODY_NONE,
      "this call needs the admin key"},
     {"GET", "/v1/workers", list_workers, TENANT | ADMIN, BODY_NONE,
      "this key cannot list workers"},

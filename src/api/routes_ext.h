@@ -30,6 +30,10 @@ void route_batch_list(const struct route_call *c);
 void route_backlog_get(const struct route_call *c);
 void route_capacity_get(const struct route_call *c);
 
+/* routes_tokens.c (docs/api: worker tokens) */
+void route_worker_tokens_list(const struct route_call *c);
+void route_worker_token_revoke(const struct route_call *c);
+
 /* Shared answers (routes_batch.c). */
 void route_fail(const struct route_call *c, int status, const char *code, const char *field,
                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));

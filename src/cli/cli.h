@@ -56,6 +56,8 @@ int cmd_cancel(int argc, char **argv);
 int cmd_tenant_add(int argc, char **argv);
 int cmd_tenant_ls(int argc, char **argv);
 int cmd_worker_token_add(int argc, char **argv);
+int cmd_worker_token_ls(int argc, char **argv);
+int cmd_worker_token_revoke(int argc, char **argv);
 int cmd_workers(int argc, char **argv);
 int cmd_drain(int argc, char **argv);
 int cmd_resubmit(int argc, char **argv);

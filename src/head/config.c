@@ -162,6 +162,7 @@ static const struct key_def keys[] = {
     K_CHOICE("jobs", "allow_unserved", allow_unserved, "true", "false"),
     K_I64("jobs", "max_result_bytes", max_result_bytes, 1024, 1LL << 32),
     K_INT("jobs", "result_retention_h", result_retention_h, 1, 24 * 365),
+    K_INT("jobs", "result_retention_s", result_retention_s, 0, 86400 * 365),
     K_INT("jobs", "max_wait_s", max_wait_s, 1, 3600),
     K_INT("jobs", "max_batch_jobs", max_batch_jobs, 1, 100000),
     K_I64("jobs", "max_batch_body_bytes", max_batch_body_bytes, 1024, 1LL << 30),

@@ -9,6 +9,13 @@
  * The recent decisions are a bounded ring (struct fleet) the dispatcher
  * appends to on every placement; readers copy it out. Thread-safe.
  *
+ * Cost: a view never walks the queued jobs. Queue depths and backlogs come
+ * from the job table's counters (jobs_queue_stats, O(queue groups)); only the
+ * running jobs are visited (the job table's timed list), to put them on their
+ * GPUs' cards. The event streams share their snapshots: head_fleet_shared
+ * collects the fleet once per tick for every connected stream and renders it
+ * once per scope (admin, or each tenant with a stream open).
+ *
  * Scope: a view taken for a tenant (tenant_id >= 0) shows every GPU (the
  * fleet is shared) but names only that tenant's jobs: another tenant's
  * running job is shown as busy, without id, capability or model; decisions
@@ -16,6 +23,7 @@
 #ifndef GPUQ_HEAD_FLEET_H
 #define GPUQ_HEAD_FLEET_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -40,11 +48,11 @@ void fleet_destroy(struct fleet *f);
 void fleet_note_placement(struct fleet *f, uint64_t job_id, const char *worker_id,
                           const struct sched_explain *why, int64_t wall_ms);
 
-/* A job running on a GPU. visible: false for another tenant's job (then only
- * phase and progress are filled). */
+/* A job running on a GPU. Shown in full only to the admin and to its own
+ * tenant (fleet_job_visible); to another tenant, only phase and progress. */
 struct fleet_job {
     uint64_t id;
-    bool visible;
+    int64_t tenant_id;
     char capability[REC_NAME_MAX];
     char model[REC_NAME_MAX];
     enum job_phase phase;
@@ -104,11 +112,14 @@ struct fleet_tenant {
 };
 
 /* Invariant: every count is the number of filled entries of its array;
- * gpus is sorted by id, queues by (capability, lane), decisions newest first. */
+ * gpus is sorted by id, queues by (capability, lane), decisions newest first.
+ * decisions and tenants hold only what the scope may see; gpus hold every
+ * job (fleet_job_visible says what to show). */
 struct fleet_view {
     int64_t tenant_id;         /* the scope it was taken for; -1: everything (admin) */
     int64_t wall_ms;
-    struct fleet_gpu *gpus;    /* owned */
+    struct fleet_gpu *gpus;    /* owned unless gpus_shared (another view's) */
+    bool gpus_shared;
     int ngpus;
     struct fleet_queue queues[FLEET_MAX_QUEUES];
     int nqueues;
@@ -125,5 +136,37 @@ struct fleet_view {
  * Part of the head's operations (head/ops.h) for the API. */
 void head_fleet_view(struct head *h, int64_t tenant_id, struct fleet_view *out);
 void fleet_view_free(struct fleet_view *v);
+
+/* May the scope of v see j's id, capability and model? */
+static inline bool fleet_job_visible(const struct fleet_view *v, const struct fleet_job *j)
+{
+    return v->tenant_id < 0 || j->tenant_id == v->tenant_id;
+}
+
+/* A rendered snapshot, shared by every stream of one scope. gen changes
+ * whenever the text does (a stream sends a snapshot when gen differs from the
+ * last it sent). Immutable once published; refs counts its holders. */
+struct fleet_text {
+    atomic_int refs;
+    uint64_t gen;
+    size_t len;
+    char data[];
+};
+
+struct buf;
+typedef void (*fleet_render_fn)(struct buf *out, const struct fleet_view *v);
+
+/* The snapshot of scope tenant_id (-1: admin) for tick (a count of stream
+ * periods on the monotonic clock): the first caller in a tick collects the
+ * fleet (for every scope at once), the first caller of each scope renders it
+ * with render; the others get the same text. The caller releases it with
+ * fleet_text_unref. At most FLEET_SCOPES scopes are kept (the one unused the
+ * longest is dropped). Any thread; callers in one tick wait for one another. */
+#define FLEET_SCOPES 16
+struct fleet_text *head_fleet_shared(struct head *h, int64_t tenant_id, int64_t tick,
+                                     fleet_render_fn render);
+void fleet_text_unref(struct fleet_text *t);
+/* How many times the fleet was collected for the streams (for tests and benches). */
+long long fleet_shared_collects(struct fleet *f);
 
 #endif

@@ -22,6 +22,7 @@
 #include "head/admission.h"
 #include "head/dispatch.h"
 #include "head/inputs.h"
+#include "head/retention.h"
 #include "head/metrics.h"
 #include "head/trace.h"
 
@@ -709,6 +710,7 @@ void head_assign_failed(struct head *h, uint64_t job_id, const char *worker, int
 void head_tick(struct head *h)
 {
     inputs_tick(h);
+    retention_tick(h);
     struct lc_now now = now_lc();
     jobs_lock(h->jobs);
     struct hjob *next_j;

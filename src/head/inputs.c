@@ -13,6 +13,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/token.h"
+#include "head/retention.h"
 
 #define MOD "inputs"
 
@@ -182,7 +183,7 @@ void inputs_tick(struct head *h)
     w->op.done = sweep_done;
     w->h = h;
     int64_t wall = clock_wall_ms();
-    w->jobs_cutoff_ms = wall - (int64_t)h->cfg.result_retention_h * 3600 * 1000;
+    w->jobs_cutoff_ms = wall - retention_ms(&h->cfg);
     w->unused_cutoff_ms = wall - (int64_t)h->cfg.input_unused_s * 1000;
     committer_submit(h->committer, &w->op);
 }

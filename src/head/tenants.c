@@ -145,6 +145,32 @@ bool tenants_token_ok(struct tenants *t, const char *token_hash)
     return ok;
 }
 
+int tenants_tokens_list(struct tenants *t, struct token_rec *out, int max)
+{
+    pthread_rwlock_rdlock(&t->lock);
+    int n = t->ntok < max ? t->ntok : max;
+    if (n > 0)
+        memcpy(out, t->tok, (size_t)n * sizeof *out);
+    pthread_rwlock_unlock(&t->lock);
+    return n;
+}
+
+bool tenants_token_remove(struct tenants *t, int64_t id)
+{
+    bool found = false;
+    pthread_rwlock_wrlock(&t->lock);
+    for (int i = 0; i < t->ntok; i++) {
+        if (t->tok[i].id != id)
+            continue;
+        memmove(&t->tok[i], &t->tok[i + 1], (size_t)(t->ntok - i - 1) * sizeof *t->tok);
+        t->ntok--;
+        found = true;
+        break;
+    }
+    pthread_rwlock_unlock(&t->lock);
+    return found;
+}
+
 int tenants_list(struct tenants *t, struct tenant_rec *out, int max)
 {
     pthread_rwlock_rdlock(&t->lock);

@@ -32,6 +32,11 @@ bool tenants_by_hash(struct tenants *t, const char *key_hash, struct tenant_rec 
 bool tenants_by_name(struct tenants *t, const char *name, struct tenant_rec *out);
 bool tenants_by_id(struct tenants *t, int64_t id, struct tenant_rec *out);
 bool tenants_token_ok(struct tenants *t, const char *token_hash);
+/* Copies up to max live worker tokens into out (oldest first); returns how many. */
+int tenants_tokens_list(struct tenants *t, struct token_rec *out, int max);
+/* Drops worker token id (revoked): it authenticates nothing from now on.
+ * False if there was none. */
+bool tenants_token_remove(struct tenants *t, int64_t id);
 /* Copies up to max tenants into out; returns how many. */
 int tenants_list(struct tenants *t, struct tenant_rec *out, int max);
 

@@ -46,6 +46,10 @@ struct store_ops {
                       void **data, size_t *len);
     int (*tenant_insert)(struct store *s, struct tenant_rec *t); /* sets t->id */
     int (*token_insert)(struct store *s, struct token_rec *t);
+    /* Revokes worker token id for good: its row stays (its id is never reused)
+     * with a hash no token matches, and load_tokens skips it. GPUQ_ENOENT if
+     * there is no such live token. */
+    int (*token_revoke)(struct store *s, int64_t id);
     /* Rewrites a tenant's name and key hash (by id): a rotated or revoked key,
      * or a removed tenant (tenants.h: TENANT_REMOVED). Its id is never reused. */
     int (*tenant_update)(struct store *s, const struct tenant_rec *t);
@@ -66,8 +70,9 @@ struct store_ops {
     int (*job_list)(struct store *s, const struct store_list_filter *f, store_job_cb cb,
                     void *arg);
     int (*max_job_id)(struct store *s, uint64_t *out);
-    /* Drop results of jobs finished before cutoff_ms. */
-    int (*prune_results)(struct store *s, int64_t cutoff_ms);
+    /* Deletes at most limit results stored before cutoff_ms (wall), oldest
+     * first; *deleted: how many. */
+    int (*prune_results)(struct store *s, int64_t cutoff_ms, int limit, int *deleted);
     /* Inputs (uploads a job names in params.inputs). input_get reads any
      * thread; data NULL: the record only, else *data (malloc'd) gets the bytes. */
     int (*input_put)(struct store *s, const struct input_rec *r, const void *data, size_t len);

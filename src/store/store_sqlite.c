@@ -56,6 +56,11 @@ static const char *const migrations[] = {
     /* 4: batches (R6): one row per batch, its jobs' ids in submission order. */
     "CREATE TABLE batches(id INTEGER PRIMARY KEY, tenant_id INTEGER NOT NULL,"
     " created_ms INTEGER NOT NULL, njobs INTEGER NOT NULL, job_ids TEXT NOT NULL);",
+    /* 5: results carry the time they were stored (the retention sweep deletes
+     * the oldest first); older rows take their job's finish. */
+    "UPDATE results SET finished_ms = coalesce((SELECT finished_ms FROM jobs"
+    " WHERE jobs.id = results.job_id), 0);"
+    "CREATE INDEX results_finished ON results(finished_ms);",
 };
 
 #define JOB_COLS                                                                              \
@@ -99,8 +104,9 @@ static const char *const stmt_sql[ST_COUNT] = {
                       " result_bytes=?11, started_ms=?12, finished_ms=?13, eta_start_ms=?14,"
                       " eta_finish_ms=?15, failures=?16, failed=?17, deadline_ms=?18,"
                       " timeout_ms=?19 WHERE id=?1",
+    /* finished_ms: now, by the system clock, for the retention sweep */
     [ST_RESULT_PUT] = "INSERT OR REPLACE INTO results(job_id, content_type, data, finished_ms)"
-                      " VALUES (?,?,?,?)",
+                      " VALUES (?,?,?,CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))",
     [ST_TENANT_INSERT] = "INSERT INTO tenants(name, tier, key_hash, created_ms) VALUES (?,?,?,?)",
     [ST_TOKEN_INSERT] = "INSERT INTO worker_tokens(name, token_hash, created_ms) VALUES (?,?,?)",
     [ST_TENANT_UPDATE] = "UPDATE tenants SET name=?2, key_hash=?3 WHERE id=?1",
@@ -304,7 +310,6 @@ static int sq_result_put(struct store *s, uint64_t job_id, const char *type, con
     sqlite3_bind_int64(st, 1, (sqlite3_int64)job_id);
     bind_text(st, 2, type);
     sqlite3_bind_blob64(st, 3, data ? data : "", len, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 4, 0);
     return step_reset(q, ST_RESULT_PUT);
 }
 
@@ -530,8 +535,29 @@ static void token_row(sqlite3_stmt *st, void *arg)
 static int sq_load_tokens(struct store *s, store_token_cb cb, void *arg)
 {
     struct cb_pair p = {(void *)cb, arg, 0};
-    return read_query(ss(s), "SELECT id, name, token_hash, created_ms FROM worker_tokens ORDER BY id",
+    return read_query(ss(s),
+                      "SELECT id, name, token_hash, created_ms FROM worker_tokens"
+                      " WHERE token_hash NOT LIKE 'revoked:%' ORDER BY id",
                       NULL, NULL, token_row, &p);
+}
+
+static void bind_token_id(sqlite3_stmt *st, const void *arg)
+{
+    sqlite3_bind_int64(st, 1, *(const int64_t *)arg);
+}
+
+static int write_once(struct store_sqlite *q, const char *sql,
+                      void (*bind)(sqlite3_stmt *st, const void *arg), const void *barg,
+                      int *changes);
+
+static int sq_token_revoke(struct store *s, int64_t id)
+{
+    int changed = 0;
+    int err = write_once(ss(s),
+                         "UPDATE worker_tokens SET token_hash = 'revoked:' || id WHERE id = ?1"
+                         " AND token_hash NOT LIKE 'revoked:%'",
+                         bind_token_id, &id, &changed);
+    return err ? err : changed ? 0 : GPUQ_ENOENT;
 }
 
 static void job_row(sqlite3_stmt *st, void *arg)
@@ -706,21 +732,27 @@ static int sq_result_get(struct store *s, uint64_t job_id, char *type, size_t ty
     return 0;
 }
 
-static int sq_prune_results(struct store *s, int64_t cutoff_ms)
+struct prune_args {
+    int64_t cutoff_ms;
+    int limit;
+};
+
+static void bind_prune(sqlite3_stmt *st, const void *arg)
 {
-    struct store_sqlite *q = ss(s);
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(q->wdb,
-                                "DELETE FROM results WHERE job_id IN (SELECT id FROM jobs WHERE"
-                                " state >= 2 AND finished_ms < ?1)",
-                                -1, &st, NULL);
-    int err = map_rc(q->wdb, rc, "prune");
-    if (!err) {
-        sqlite3_bind_int64(st, 1, cutoff_ms);
-        err = map_rc(q->wdb, sqlite3_step(st), "prune");
-    }
-    sqlite3_finalize(st);
-    return err;
+    const struct prune_args *a = arg;
+    sqlite3_bind_int64(st, 1, a->cutoff_ms);
+    sqlite3_bind_int(st, 2, a->limit);
+}
+
+static int sq_prune_results(struct store *s, int64_t cutoff_ms, int limit, int *deleted)
+{
+    struct prune_args a = {cutoff_ms, limit};
+    *deleted = 0;
+    /* job 0 is the committer's probe row, never a job's: left alone */
+    return write_once(ss(s),
+                      "DELETE FROM results WHERE job_id IN (SELECT job_id FROM results"
+                      " WHERE finished_ms < ?1 AND job_id <> 0 ORDER BY finished_ms LIMIT ?2)",
+                      bind_prune, &a, deleted);
 }
 
 /* ---- inputs ---- */
@@ -896,6 +928,7 @@ static const struct store_ops sqlite_ops = {
     .result_get = sq_result_get,
     .tenant_insert = sq_tenant_insert,
     .token_insert = sq_token_insert,
+    .token_revoke = sq_token_revoke,
     .tenant_update = sq_tenant_update,
     .attempt_put = sq_attempt_put,
     .served_put = sq_served_put,

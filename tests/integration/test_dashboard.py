@@ -226,6 +226,74 @@ def test_fleet_events_stream_pushes_a_change(fleet):
     tenant.delete(f"/v1/jobs/{job}")
 
 
+class Stream:
+    """One GET /v1/fleet/events connection, read snapshot by snapshot."""
+
+    def __init__(self, head, key):
+        host, port = head.url.split("//")[1].split(":")
+        self.conn = http.client.HTTPConnection(host, int(port), timeout=20 * SLOW)
+        self.conn.request("GET", "/v1/fleet/events", headers={"Authorization": f"Bearer {key}"})
+        self.resp = self.conn.getresponse()
+        assert self.resp.status == 200
+
+    def next(self):
+        data = []
+        while True:
+            line = self.resp.fp.readline().decode()
+            assert line, "the stream ended"
+            line = line.rstrip("\n")
+            if line.startswith("data: "):
+                data.append(line[6:])
+            elif line == "" and data:
+                return json.loads("".join(data))
+
+    def until(self, pred, what):
+        deadline = time.monotonic() + 20 * SLOW
+        while True:
+            assert time.monotonic() < deadline, what
+            snap = self.next()
+            if pred(snap):
+                return snap
+
+
+def test_fleet_streams_of_several_scopes_share_snapshots_but_keep_their_scope(fleet):
+    """Streams share one snapshot per tick (one per scope): two admin streams and
+    one stream per tenant open at once each see what their scope may see."""
+    head, agent = fleet
+    mine_key, theirs_key = head.add_tenant("mine"), head.add_tenant("theirs")
+    streams = {"admin1": Stream(head, head.admin_key), "admin2": Stream(head, head.admin_key),
+               "mine": Stream(head, mine_key), "theirs": Stream(head, theirs_key)}
+    jobs = {}
+    for name, key in (("mine", mine_key), ("theirs", theirs_key)):
+        jobs[name] = submit(head.client(key), {
+            "capability": "image.fast",
+            "params": {"prompt": name, "width": 256, "height": 256,
+                       "sim_ms": int(20000 * SLOW)}})["id"]
+
+    def running(snap):
+        return sum(len(g["jobs"]) for g in snap["gpus"]) >= 2
+
+    for name, s in streams.items():
+        snap = s.until(running, f"stream {name}: no snapshot with both jobs running")
+        ids = {j["id"] for g in snap["gpus"] for j in g["jobs"]}
+        text = json.dumps(snap)
+        if name.startswith("admin"):
+            assert snap["scope"] == "admin"
+            assert set(jobs.values()) <= ids
+            assert {t["name"] for t in snap["tenants"]} >= {"mine", "theirs"}
+        else:
+            other = "theirs" if name == "mine" else "mine"
+            assert snap["scope"] == "tenant"
+            assert jobs[name] in ids and None in ids
+            assert f'"{jobs[other]}"' not in text
+            assert [t["name"] for t in snap["tenants"]] == [name]
+            assert snap["totals"]["running"] >= 2     # the totals are shown to all
+    for s in streams.values():
+        s.conn.close()
+    for name, key in (("mine", mine_key), ("theirs", theirs_key)):
+        head.client(key).delete(f"/v1/jobs/{jobs[name]}")
+
+
 def test_dashboard_page_and_assets_are_served_from_the_binary(head):
     c = head.client(key=None)
     page = c.get("/")

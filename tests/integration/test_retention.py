@@ -1,0 +1,89 @@
+"""Result retention: results are deleted once [jobs] result_retention_h (here
+result_retention_s, its short form) has passed since they were stored, and a
+client asking for one then gets 410 Gone with a message that says why; the job
+itself stays readable; the uploads a finished job named are let go with it.
+A real gpuqd, and a worker speaking the protocol from Python. Every wait is
+bounded and ends on an observed answer."""
+
+import os
+import sqlite3
+import subprocess
+
+from gpuq_harness import SLOW, FakeWorker, binary, tiny_png, wait_until
+from test_inputs import upload as upload_input
+
+RETENTION_S = 3
+CONFIG = f"""
+[jobs]
+result_retention_s = {RETENTION_S}
+input_unused_s = 1
+"""
+
+
+def run_job(head, c, worker, params=None):
+    r = c.post("/v1/jobs", {"capability": "image.fast",
+                            "params": params or {"prompt": "a fox", "width": 256,
+                                                 "height": 256}})
+    assert r.status == 201, r
+    job = r.json()["id"]
+    a = wait_until(lambda: worker.poll(wait=1), 20 * SLOW, "the job to be assigned")
+    assert a["job_id"] == job
+    assert worker.complete(a, data=tiny_png(seed=int(job) % 200)).status in (200, 204)
+    wait_until(lambda: c.get(f"/v1/jobs/{job}").json()["state"] == "succeeded", 20 * SLOW,
+               "the job to succeed")
+    return job
+
+
+def result_rows(head):
+    con = sqlite3.connect(os.path.join(head.data_dir, "gpuq.db"))
+    try:
+        return {r[0] for r in con.execute("SELECT job_id FROM results WHERE job_id <> 0")}
+    finally:
+        con.close()
+
+
+def test_a_result_past_retention_is_deleted_and_answers_410(head_factory):
+    head = head_factory(config_text=CONFIG)
+    c = head.client(head.add_tenant("acme"))
+    worker = FakeWorker(head, head.add_worker_token()).start()
+    old = run_job(head, c, worker)
+    r = c.get(f"/v1/jobs/{old}/result")
+    assert r.status == 200 and r.body == tiny_png(seed=int(old) % 200)
+
+    gone = wait_until(lambda: (lambda x: x if x.status != 200 else None)(
+        c.get(f"/v1/jobs/{old}/result")), 30 * SLOW, "the result to be deleted")
+    assert gone.status == 410, gone
+    err = gone.json()["error"]
+    assert err["code"] == "gone" and "result_retention_h" in err["message"], err
+    assert int(old) not in result_rows(head)           # deleted from the store
+    j = c.get(f"/v1/jobs/{old}")                         # the job itself stays
+    assert j.status == 200 and j.json()["state"] == "succeeded"
+
+    # A result stored now is kept: the sweep takes only the old ones.
+    new = run_job(head, c, worker)
+    assert c.get(f"/v1/jobs/{new}/result").status == 200
+    assert int(new) in result_rows(head)
+
+
+def test_an_input_of_a_job_past_retention_goes_with_it(head_factory):
+    head = head_factory(config_text=CONFIG)
+    c = head.client(head.add_tenant("acme"))
+    worker = FakeWorker(head, head.add_worker_token()).start()
+    upload = upload_input(c, tiny_png(seed=9))["id"]
+    job = run_job(head, c, worker, {"prompt": "x", "width": 256, "height": 256,
+                                    "inputs": {"image": upload}})
+    assert c.get(f"/v1/inputs/{upload}").status == 200  # named by a job: kept
+    wait_until(lambda: c.get(f"/v1/jobs/{job}/result").status == 410, 30 * SLOW,
+               "the result to be deleted")
+    wait_until(lambda: c.get(f"/v1/inputs/{upload}").status == 404, 30 * SLOW,
+               "the upload of a job past retention to be deleted")
+
+
+def test_a_bad_retention_is_refused_naming_the_field(tmp_path):
+    conf = tmp_path / "gpuqd.conf"
+    conf.write_text("[jobs]\nresult_retention_s = -5\n")
+    p = subprocess.run([binary("gpuqd"), "--listen", "127.0.0.1:0", "--data",
+                        str(tmp_path / "data"), "--config", str(conf)],
+                       capture_output=True, text=True, timeout=60 * SLOW)
+    assert p.returncode != 0
+    assert "result_retention_s" in p.stdout + p.stderr
