@@ -149,11 +149,19 @@ void job_queue_push(struct job_queue *q, struct sjob *j)
 {
     int l = list_of(j);
     j->qlist = l;
-    /* In order of sjob_order: from the tail, as most jobs arrive in order (a
-     * fair-queuing tag of a light tenant may go further forward). */
-    struct sjob *after = q->tail[l];
-    while (after && sjob_order(after) > sjob_order(j))
-        after = after->prev;
+    /* In order of sjob_order, after equal keys: behind the last job of the
+     * list whose key is not above j's, found in the cost tree (a fair-queuing
+     * tag of a light tenant may go far forward: no walk from the tail). */
+    int64_t key = sjob_order(j);
+    struct sjob *after = NULL;
+    for (struct sjob *t = q->root[l]; t;) {
+        if (sjob_order(t) <= key) {
+            after = t;
+            t = t->tright;
+        } else {
+            t = t->tleft;
+        }
+    }
     j->prev = after;
     j->next = after ? after->next : q->head[l];
     if (j->next)

@@ -107,6 +107,37 @@ static void test_queue_random(void **state)
     check_queue(&q, jobs, in, N);
 }
 
+/* Pushes keep each list in order of key, equal keys in arrival order, however
+ * far forward a key goes (a light tenant's fair-queuing tag). */
+static void test_queue_push_order(void **state)
+{
+    (void)state;
+    enum { N = 3000 };
+    static struct sjob jobs[N];
+    struct job_queue q;
+    job_queue_init(&q, 4);
+    memset(jobs, 0, sizeof(jobs));
+    for (int i = 0; i < N; i++) {
+        jobs[i].spec.id = (uint64_t)i + 1;
+        jobs[i].spec.lane = SCHED_LANE_BATCH;
+        jobs[i].cost_s = 1;
+        /* A heavy tenant's tags climb; every 10th job's tag is far back. */
+        jobs[i].spec.order_ns = i % 10 == 0 ? (int64_t)rnd(N) * 5 + 1 : (int64_t)i * 10 + 1;
+        job_queue_push(&q, &jobs[i]);
+    }
+    int n = 0;
+    int l = SCHED_LANE_BATCH * 2 + SCHED_TIER_PAID;
+    for (const struct sjob *o = q.head[l]; o; o = o->next, n++)
+        if (o->next) {
+            assert_true(sjob_order(o) <= sjob_order(o->next));
+            if (sjob_order(o) == sjob_order(o->next))
+                assert_true(o->spec.id < o->next->spec.id);
+        }
+    assert_int_equal(n, N);
+    assert_ptr_equal(q.tail[l]->next, NULL);
+    assert_true(fabs(job_queue_cost(&q, l) - N) < 1e-9);
+}
+
 /* ---- the scheduler's work ahead ----------------------------------------- */
 
 static const char *const caps[] = {"image.fast", "image.hq", "video"};
@@ -252,6 +283,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_queue_random),
+        cmocka_unit_test(test_queue_push_order),
         cmocka_unit_test(test_sched_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
