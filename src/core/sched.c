@@ -1197,6 +1197,23 @@ bool sched_job_parked(const struct sched *s, uint64_t job_id, char *reason, size
     return true;
 }
 
+void sched_refresh(struct sched *s, int64_t now)
+{
+    if (!s)
+        return;
+    see_now(s, now);
+    for (int i = 0; i < s->nworkers; i++)
+        sched_project(s, s->workers[i], s->now);
+}
+
+bool sched_fresh(const struct sched *s)
+{
+    for (int i = 0; s && i < s->nworkers; i++)
+        if (s->workers[i]->dirty)
+            return false;
+    return s != NULL;
+}
+
 int sched_job_eta(const struct sched *cs, uint64_t job_id, int64_t now, double *start_s,
                   double *finish_s)
 {

@@ -229,6 +229,13 @@ void sched_stats(const struct sched *s, struct sched_stats *out);
  * does not hold. */
 int sched_job_eta(const struct sched *s, uint64_t job_id, int64_t now, double *start_s,
                   double *finish_s);
+/* sched_refresh brings every worker's projection up to date (those changed
+ * since they were last projected); after it, and until the next call that
+ * mutates s, sched_fresh is true and sched_job_eta / sched_job_parked write
+ * nothing: callers may then run them concurrently under a shared lock.
+ * sched_fresh is O(workers). */
+void sched_refresh(struct sched *s, int64_t now);
+bool sched_fresh(const struct sched *s);
 /* sched_job_parked: true when the job waits because no usable worker of its
  * capability can hold its model (every capable worker is gone, unhealthy,
  * draining or quarantined, or too small); reason (>= 160 bytes, may be NULL)

@@ -2,7 +2,8 @@
  * cost trees behind job_queue_cost / job_queue_cost_ahead, and the
  * scheduler's work ahead of a queued job built on them) agrees with a sum
  * from scratch over the FIFO lists, after every step of long random sequences
- * of adds, placements, starts, ends, cancels, promotions and lost workers. */
+ * of adds, placements, starts, ends, cancels, promotions and lost workers;
+ * and, once the projections are refreshed, ETA reads change nothing. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -186,6 +187,9 @@ static void check_sched(struct sched *s, int64_t now)
 {
     bool all[64], own[64];
     assert_true(s->ncaps <= 64);
+    /* Once refreshed, ETA reads write nothing (gpuqd runs them under a shared lock). */
+    sched_refresh(s, now);
+    assert_true(sched_fresh(s));
     size_t pos = 0;
     void *v;
     int queued = 0;
@@ -204,6 +208,7 @@ static void check_sched(struct sched *s, int64_t now)
         assert_int_equal(sched_job_eta(s, j->spec.id, now, &st, &fin), 0);
     }
     assert_int_equal(queued, s->nqueued);
+    assert_true(sched_fresh(s));
 }
 
 static void test_sched_random(void **state)
