@@ -222,9 +222,10 @@ void sched_stats(const struct sched *s, struct sched_stats *out);
  * shares one of those workers; it finishes one run later at their mean speed.
  * Cost: running O(1); placed O(jobs placed on its worker) at most, usually
  * O(1) (the projection is cached until the worker changes); queued
- * O(W x (C log(W x C) + K) + Q + A) for W workers of its capability with C
- * slots and K capabilities each, Q (capability, model) queues and A jobs
- * queued ahead of it in the queues walked — microseconds for hundreds of
+ * O(W x (C log(W x C) + K) + Q log n) for W workers of its capability with C
+ * slots and K capabilities each, Q (capability, model) queues and n jobs in
+ * the longest of them (the queues keep their cost by order key in trees:
+ * core/queue.h) — microseconds for hundreds of
  * GPUs, so it can be called on every read of a job. GPUQ_ENOENT for a job it
  * does not hold. */
 int sched_job_eta(const struct sched *s, uint64_t job_id, int64_t now, double *start_s,
