@@ -26,6 +26,11 @@ struct sjob {
     struct sworker *w;    /* placed on / running on */
     struct sjob *prev, *next;
     int qlist;            /* QUEUED: which priority list (lane * 2 + tier) */
+    /* QUEUED: its node in the list's tree by order key (queue.c): children,
+     * heap priority, and the cost_s summed over its subtree. */
+    struct sjob *tleft, *tright;
+    uint32_t tprio;
+    double tsum;
     /* Estimates on w, set at placement/projection. */
     double est_load_s, est_run_s, est_speed;
     int64_t est_start_ns; /* projected (PLACED) or actual (RUNNING) start */

@@ -1010,26 +1010,21 @@ void sched_stats(const struct sched *s, struct sched_stats *out)
 }
 
 /* Work (nominal GPU-seconds) queued ahead of j in dispatch order (lane, tier,
- * then submit time, as sched_dispatch takes them) among the queues of the
+ * then order key and id, as sched_dispatch takes them) among the queues of the
  * capabilities marked in `shares` — those with a worker in common with j's
- * (they draw on the same slots). Walks only the jobs ahead of j in each. */
-static double work_ahead(const struct sched *s, const struct sjob *j, const bool *shares)
+ * (they draw on the same slots). From the queues' cost trees: O(Q log n) for
+ * Q queues, whatever the depth. */
+double sched_work_ahead(const struct sched *s, const struct sjob *j, const bool *shares)
 {
     double ahead = 0;
+    int64_t order = sjob_order(j);
     for (int k = 0; k < s->nqueues; k++) {
         const struct squeue *q = &s->queues[k];
         if (!shares[q->cap] || q->q.count == 0)
             continue;
-        for (int l = 0; l <= j->qlist && l < JOB_QUEUE_LISTS; l++)
-            for (const struct sjob *o = q->q.head[l]; o; o = o->next) {
-                if (o == j)
-                    break;
-                if (l == j->qlist && (sjob_order(o) > sjob_order(j) ||
-                                      (sjob_order(o) == sjob_order(j) &&
-                                       o->spec.id > j->spec.id)))
-                    break;
-                ahead += o->cost_s;
-            }
+        for (int l = 0; l < j->qlist && l < JOB_QUEUE_LISTS; l++)
+            ahead += job_queue_cost(&q->q, l);
+        ahead += job_queue_cost_ahead(&q->q, j->qlist, order, j->spec.id);
     }
     return ahead;
 }
@@ -1099,7 +1094,7 @@ static int eta_queued(struct sched *s, struct sjob *j, int64_t now, double *star
         return 0;
     }
     qsort(sl, (size_t)nslots, sizeof(*sl), eta_slot_cmp);
-    double ahead = work_ahead(s, j, shares);
+    double ahead = sched_work_ahead(s, j, shares);
     free(shares);
     /* Capacity worked off by time t is sum over freed slots of speed x (t - free). */
     double t = 0, rate = 0, left = ahead;
@@ -1200,6 +1195,23 @@ bool sched_job_parked(const struct sched *s, uint64_t job_id, char *reason, size
     if (reason && n > 0)
         park_reason(s, j, reason, n);
     return true;
+}
+
+void sched_refresh(struct sched *s, int64_t now)
+{
+    if (!s)
+        return;
+    see_now(s, now);
+    for (int i = 0; i < s->nworkers; i++)
+        sched_project(s, s->workers[i], s->now);
+}
+
+bool sched_fresh(const struct sched *s)
+{
+    for (int i = 0; s && i < s->nworkers; i++)
+        if (s->workers[i]->dirty)
+            return false;
+    return s != NULL;
 }
 
 int sched_job_eta(const struct sched *cs, uint64_t job_id, int64_t now, double *start_s,

@@ -222,13 +222,21 @@ void sched_stats(const struct sched *s, struct sched_stats *out);
  * shares one of those workers; it finishes one run later at their mean speed.
  * Cost: running O(1); placed O(jobs placed on its worker) at most, usually
  * O(1) (the projection is cached until the worker changes); queued
- * O(W x (C log(W x C) + K) + Q + A) for W workers of its capability with C
- * slots and K capabilities each, Q (capability, model) queues and A jobs
- * queued ahead of it in the queues walked — microseconds for hundreds of
+ * O(W x (C log(W x C) + K) + Q log n) for W workers of its capability with C
+ * slots and K capabilities each, Q (capability, model) queues and n jobs in
+ * the longest of them (the queues keep their cost by order key in trees:
+ * core/queue.h) — microseconds for hundreds of
  * GPUs, so it can be called on every read of a job. GPUQ_ENOENT for a job it
  * does not hold. */
 int sched_job_eta(const struct sched *s, uint64_t job_id, int64_t now, double *start_s,
                   double *finish_s);
+/* sched_refresh brings every worker's projection up to date (those changed
+ * since they were last projected); after it, and until the next call that
+ * mutates s, sched_fresh is true and sched_job_eta / sched_job_parked write
+ * nothing: callers may then run them concurrently under a shared lock.
+ * sched_fresh is O(workers). */
+void sched_refresh(struct sched *s, int64_t now);
+bool sched_fresh(const struct sched *s);
 /* sched_job_parked: true when the job waits because no usable worker of its
  * capability can hold its model (every capable worker is gone, unhealthy,
  * draining or quarantined, or too small); reason (>= 160 bytes, may be NULL)

@@ -141,6 +141,11 @@ void sched_commit(struct sched *s, struct sjob *j, struct sworker *w,
 /* sched_full_top: the usable full worker of cap that frees soonest, or NULL. */
 struct sworker *sched_full_top(struct sched *s, int cap);
 
+/* sched_work_ahead: GPU-seconds queued ahead of queued job j in dispatch
+ * order in the queues of the capabilities marked in shares (indexed by
+ * capability). */
+double sched_work_ahead(const struct sched *s, const struct sjob *j, const bool *shares);
+
 /* sched_score.c */
 double sched_model_load_s(const struct sched *s, int model);
 double sched_worker_speed(const struct sworker *w); /* measured, else learned */

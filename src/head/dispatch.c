@@ -705,6 +705,7 @@ static void *dispatcher_main(void *arg)
         }
         serve_pollers(d, now);
         answer_etas(d, now);
+        sched_refresh(d->sched, now); /* ETA reads then share the lock */
         pthread_rwlock_unlock(&d->sched_lock);
         if (now - last_publish > 100 * NS_PER_MS || placed) {
             publish(d);
@@ -796,8 +797,14 @@ void dispatcher_destroy(struct dispatcher *d)
 int dispatcher_job_eta(struct dispatcher *d, uint64_t job_id, double *start_s, double *finish_s,
                        char *why, size_t size)
 {
-    /* sched_job_eta refreshes projection caches: readers take the lock alone. */
-    pthread_rwlock_wrlock(&d->sched_lock);
+    /* sched_job_eta writes only to refresh a stale projection: readers share
+     * the lock while every projection is fresh (the dispatcher refreshes them
+     * at the end of each round), else take it alone. */
+    pthread_rwlock_rdlock(&d->sched_lock);
+    if (!sched_fresh(d->sched)) {
+        pthread_rwlock_unlock(&d->sched_lock);
+        pthread_rwlock_wrlock(&d->sched_lock);
+    }
     int rc = sched_job_eta(d->sched, job_id, clock_mono_ns(), start_s, finish_s);
     why[0] = '\0';
     if (!rc && *start_s < 0)
