@@ -333,7 +333,12 @@ static void g_tick(struct sim *s)
             update(s, g);
             any = true;
         }
-    if (any)
+    /* The headroom rule depends on time (the measured interactive load
+     * decays): batch work held back is looked at again every tick, as
+     * gpuqd's dispatcher does on its own tick. */
+    struct sched_stats ss;
+    sched_stats(st->sched, &ss);
+    if (any || ss.queued > 0)
         kick(s);
 }
 
