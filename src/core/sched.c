@@ -28,8 +28,8 @@ void sched_config_defaults(struct sched_config *cfg)
     cfg->move_margin_s = 0.25;
     cfg->evict_weight = 1.0;
     cfg->free_tier_every = 4;
-    cfg->headroom_wait_s = 1.0;
-    cfg->headroom_share = 0.01;
+    cfg->headroom_wait_s = 2.0;
+    cfg->headroom_share = 0.15;
     cfg->headroom_window_s = 120;
 }
 

@@ -139,7 +139,7 @@ struct sched_config {
      * only while enough GPUs stay free of batch that an interactive job
      * waits longer than headroom_wait_s with a probability of at most
      * headroom_share (Erlang C on the measured interactive load, decayed over
-     * headroom_window_s). Defaults 1 s, 0.01, 120 s; headroom_share 0 =
+     * headroom_window_s). Defaults 2 s, 0.15, 120 s; headroom_share 0 =
      * off (only the reserved pool's rule). */
     double headroom_wait_s;
     double headroom_share;

@@ -381,13 +381,16 @@ static void test_headroom_erlang(void **state)
     assert_int_equal(headroom_servers(30, 1, 0, 0.01, 4), 5); /* none enough */
 }
 
-/* A sched with n one-slot GPUs and a 10 s headroom window, after 30 s of
- * interactive jobs of 1 s arriving every 0.5 s (2 Erlangs), each run at once. */
+/* A sched with n one-slot GPUs, a 10 s headroom window and a strict headroom
+ * (P(wait > 1 s) <= 0.01), after 30 s of interactive jobs of 1 s arriving
+ * every 0.5 s (2 Erlangs), each run at once. */
 static struct sched *busy_interactive(int n, int64_t *now)
 {
     struct sched_config cfg;
     sched_config_defaults(&cfg);
     cfg.headroom_window_s = 10;
+    cfg.headroom_wait_s = 1;
+    cfg.headroom_share = 0.01;
     struct sched *s = sched_create(&cfg);
     struct model_info m = {"image-v2", 22528, 0, MODEL_GENERATION};
     assert_int_equal(sched_model_set(s, &m), 0);
