@@ -629,6 +629,82 @@ int admit_refuse(struct admit *a, const struct admit_request *req, const struct 
     return 0;
 }
 
+void admit_undo(struct admit *a, const struct admit_request *req, int64_t order_ns,
+                int64_t now)
+{
+    if (!a || !req || !(req->cost_s >= 0) || !isfinite(req->cost_s) ||
+        (req->lane != SCHED_LANE_INTERACTIVE && req->lane != SCHED_LANE_BATCH))
+        return;
+    int tix = tenant_get(a, req->tenant, now);
+    struct tenant *t = &a->tenants[tix];
+    struct pool *p = req->lane == SCHED_LANE_BATCH ? &t->batch : &a->interactive;
+    p->queued_s -= req->cost_s;
+    if (--p->queued_jobs <= 0) {
+        p->queued_jobs = 0;
+        p->queued_s = 0;
+    }
+    struct bl_entry *e = bl_get(a, req->capability, req->lane, tix);
+    e->gpu_s -= req->cost_s;
+    if (--e->jobs <= 0) {
+        e->jobs = 0;
+        e->gpu_s = 0;
+    }
+    lane_queued(a, req->lane, -1, now);
+    if (t->inflight > 0)
+        t->inflight--;
+    if (req->lane != SCHED_LANE_BATCH)
+        return;
+    double size = bucket_size(&t->p);
+    if (size > 0) {
+        double tok = tokens_at(t, now) + req->cost_s;
+        t->tokens = tok < size ? tok : size;
+        t->tokens_ns = now;
+    }
+    /* The tag was S = max(V, F) and F moved to S + cost / weight: take F back
+     * when this job's finish is still the tenant's latest. */
+    if (order_ns > 0) {
+        double s = (double)(order_ns - 1) / NS;
+        double f = s + req->cost_s / t->p.weight;
+        if (fabs(t->vfinish - f) <= 1e-6 * (fabs(f) + 1))
+            t->vfinish = s;
+    }
+}
+
+int admit_room(const struct admit *a, const struct admit_request *req, int64_t now,
+               double *excess_s)
+{
+    if (!a || !req || !excess_s || !(req->cost_s >= 0) ||
+        (req->lane != SCHED_LANE_INTERACTIVE && req->lane != SCHED_LANE_BATCH))
+        return GPUQ_EINVAL;
+    int tix = tenant_find(a, req->tenant);
+    const struct pool *p = pool_of(a, tix, req->lane);
+    double rate = pool_rate(a, tix, req->lane, now);
+    const struct booking *own = booking_find(a, p, req->booking);
+    double ahead = p->queued_s;
+    for (int i = 0; i < p->n; i++) {
+        const struct booking *bk = &p->ring[(p->head + i) % p->cap];
+        if (bk == own)
+            break;
+        if (!bk->consumed && bk->expire_ns > now)
+            ahead += bk->cost_s;
+    }
+    double bound = a->p.max_wait_s[req->lane];
+    double ex = -INFINITY;
+    if (bound > 0 && rate > 0)
+        ex = (ahead + req->cost_s - bound * rate) / rate;
+    struct admit_tenant_policy tp;
+    admit_tenant_get(a, req->tenant, &tp);
+    double size = bucket_size(&tp);
+    if (req->lane == SCHED_LANE_BATCH && size > 0) {
+        double tok = tix >= 0 ? tokens_at(&a->tenants[tix], now) : size;
+        double need = (req->cost_s - tok) / (tp.rate_gpu_s_per_min / 60.0);
+        if (need > ex)
+            ex = need;
+    }
+    *excess_s = ex;
+    return 0;
+}
+
 void admit_dequeued(struct admit *a, const char *tenant, const char *capability,
                     enum sched_lane lane, double cost_s, int64_t order_ns, int64_t now)
 {

@@ -165,6 +165,21 @@ int admit_accept(struct admit *a, const struct admit_request *req, int64_t now,
 /* Records a refusal v (ADMIT_RETRY) of req: books its room at now + v->retry_after_s. */
 int admit_refuse(struct admit *a, const struct admit_request *req, const struct admit_verdict *v,
                  int64_t now);
+/* Takes back an admission that came to nothing (the job was not stored, or a
+ * batch it belonged to was refused as a whole): its queued work, in-flight
+ * count and backlog entry, the tokens it took (up to the bucket's size), and
+ * its tenant's virtual finish when its tag was the tenant's latest — so undo
+ * the jobs of a batch in reverse order of admission. order_ns: what
+ * admit_accept gave. */
+void admit_undo(struct admit *a, const struct admit_request *req, int64_t order_ns,
+                int64_t now);
+/* How honest a Retry-After was: the seconds by which req's estimated wait
+ * would exceed its lane's bound now if it were judged on the queue alone —
+ * the work queued and the rooms booked for clients due before it (its own
+ * booking and later ones left out), and the tokens its tenant holds. <= 0:
+ * room is there now. Changes nothing. */
+int admit_room(const struct admit *a, const struct admit_request *req, int64_t now,
+               double *excess_s);
 /* A job left the queue (started, or cancelled while waiting). */
 void admit_dequeued(struct admit *a, const char *tenant, const char *capability,
                     enum sched_lane lane, double cost_s, int64_t order_ns, int64_t now);

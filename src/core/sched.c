@@ -28,6 +28,9 @@ void sched_config_defaults(struct sched_config *cfg)
     cfg->move_margin_s = 0.25;
     cfg->evict_weight = 1.0;
     cfg->free_tier_every = 4;
+    cfg->headroom_wait_s = 2.0;
+    cfg->headroom_share = 0.15;
+    cfg->headroom_window_s = 120;
 }
 
 struct sched *sched_create(const struct sched_config *cfg)
@@ -47,6 +50,12 @@ struct sched *sched_create(const struct sched_config *cfg)
         s->cfg.evict_weight = 0;
     if (s->cfg.free_tier_every < 2)
         s->cfg.free_tier_every = 4;
+    if (!(s->cfg.headroom_wait_s >= 0))
+        s->cfg.headroom_wait_s = 0;
+    if (!(s->cfg.headroom_share >= 0 && s->cfg.headroom_share < 1))
+        s->cfg.headroom_share = 0;
+    if (!(s->cfg.headroom_window_s > 0))
+        s->cfg.headroom_window_s = 120;
     hashmap_init(&s->model_ix);
     hashmap_init(&s->cap_ix);
     hashmap_init(&s->class_ix);
@@ -708,6 +717,8 @@ int sched_job_add(struct sched *s, const struct job_spec *spec, int64_t now)
     j->qix = queue_index(s, j->cap, j->model);
     j->cost_s = estimator_run_s(s->est, j->model, -1, j->work);
     s->backlog_s += j->cost_s;
+    if (j->spec.lane == SCHED_LANE_INTERACTIVE)
+        sched_headroom_note(s, &s->caps[j->cap], j->cost_s, now);
     hashmap_put_u64(&s->jobs, j->spec.id, j);
     queue_job(s, j, false);
     return 0;

@@ -135,6 +135,15 @@ struct sched_config {
     double evict_weight;         /* weight of evicted models' reload time in the score;
                                     default 1.0 (0 = pure completion time) */
     int free_tier_every;         /* the free tier gets one pick in N when both wait; default 4 */
+    /* Interactive headroom (core/headroom.h): a batch job starts on a GPU
+     * only while enough GPUs stay free of batch that an interactive job
+     * waits longer than headroom_wait_s with a probability of at most
+     * headroom_share (Erlang C on the measured interactive load, decayed over
+     * headroom_window_s). Defaults 2 s, 0.15, 120 s; headroom_share 0 =
+     * off (only the reserved pool's rule). */
+    double headroom_wait_s;
+    double headroom_share;
+    double headroom_window_s;
 };
 
 struct sched;

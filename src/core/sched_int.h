@@ -5,6 +5,7 @@
 #define GPUQ_CORE_SCHED_INT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/hashmap.h"
@@ -59,6 +60,10 @@ struct scap {
     int occupied;
     int max_gpus; /* fan-out cap, 0 = none */
     bool paused;  /* by an admin: its queued jobs are not placed */
+    /* Interactive arrivals (core/headroom.h): count and nominal GPU-seconds,
+     * decayed over cfg.headroom_window_s, as of ia_ns. */
+    double ia_count, ia_work;
+    int64_t ia_ns;
 };
 
 /* A worker (one GPU). Invariants: nplaced/nrunning count the placed/run
@@ -122,6 +127,9 @@ struct sched {
     unsigned paused_lanes; /* bit 1 << lane: that lane's queued jobs are not placed */
     int64_t npromoted;     /* jobs moved to the front so far (orders the next one first) */
     struct sched_explain why; /* last explanation (valid until next mutation) */
+    /* Why the interactive headroom last kept a batch job off a GPU (for the
+     * explanation of a batch job no GPU took); "" when it did not. */
+    char headroom_why[160];
 };
 
 int sched_model_index(struct sched *s, const char *name, int64_t vram_hint);
@@ -145,6 +153,14 @@ struct sworker *sched_full_top(struct sched *s, int cap);
  * order in the queues of the capabilities marked in shares (indexed by
  * capability). */
 double sched_work_ahead(const struct sched *s, const struct sjob *j, const bool *shares);
+/* headroom.c: sched_headroom_note counts an interactive arrival of c;
+ * sched_headroom_blocks: starting a batch job on w now would leave fewer
+ * GPUs free of batch than the interactive headroom of a capability of w
+ * (why, when given, gets the reason). */
+struct scap;
+void sched_headroom_note(struct sched *s, struct scap *c, double cost_s, int64_t now);
+bool sched_headroom_blocks(const struct sched *s, const struct sworker *w, int64_t now, char *why,
+                           size_t n);
 
 /* sched_score.c */
 double sched_model_load_s(const struct sched *s, int model);

@@ -253,17 +253,19 @@ static bool fanout_blocks(const struct sched *s, const struct sworker *w, const 
 
 /* Batch binds late (R8): a batch job goes only to a worker with a free slot,
  * where it starts at once; on a reserved worker, only while no interactive
- * job of the worker's capabilities waits. */
-static bool batch_blocked(const struct sched *s, const struct sworker *w)
+ * job of the worker's capabilities waits; on any worker, only while the
+ * interactive headroom (core/headroom.h) stays free of batch without it. It
+ * is lent at a job boundary and returns at the next: a batch job ends, the
+ * GPU takes interactive work first. */
+static bool batch_blocked(struct sched *s, const struct sworker *w, int64_t now)
 {
     if (w->nrunning + w->nplaced >= w->info.concurrency)
         return true;
-    if (!w->info.reserved)
-        return false;
-    for (int k = 0; k < w->ncaps; k++)
-        if (s->caps[w->caps[k]].nqueued_interactive > 0)
-            return true;
-    return false;
+    if (w->info.reserved)
+        for (int k = 0; k < w->ncaps; k++)
+            if (s->caps[w->caps[k]].nqueued_interactive > 0)
+                return true;
+    return sched_headroom_blocks(s, w, now, s->headroom_why, sizeof(s->headroom_why));
 }
 
 int sched_score_one(struct sched *s, struct sworker *w, const struct sjob *j, int64_t now,
@@ -282,7 +284,7 @@ int sched_score_one(struct sched *s, struct sworker *w, const struct sjob *j, in
         return SCORE_F_EXCLUDED;
     if (fanout_blocks(s, w, j))
         return SCORE_F_BUSY;
-    if (j->spec.lane == SCHED_LANE_BATCH && batch_blocked(s, w))
+    if (j->spec.lane == SCHED_LANE_BATCH && batch_blocked(s, w, now))
         return SCORE_F_BUSY;
     sched_project(s, w, now);
     int64_t start = w->ready_ns;
@@ -371,6 +373,7 @@ struct sworker *sched_decide(struct sched *s, struct sjob *j, int64_t now,
     uint64_t kept_seq[SCHED_EXPLAIN_MAX];
     struct sworker *kept_w[SCHED_EXPLAIN_MAX];
     struct sched_candidate c;
+    s->headroom_why[0] = '\0';
     for (int i = 0; i < cap->nopen; i++) {
         struct sworker *w = cap->open[i];
         int rc = sched_score_one(s, w, j, now, &c);
@@ -402,6 +405,10 @@ struct sworker *sched_decide(struct sched *s, struct sjob *j, int64_t now,
         kept_w[pos] = w;
         if (why->nkept < SCHED_EXPLAIN_MAX)
             why->nkept++;
+    }
+    if (why->nkept == 0 && j->spec.lane == SCHED_LANE_BATCH && s->headroom_why[0]) {
+        reason_printf(why->reason, sizeof(why->reason), "%s", s->headroom_why);
+        return NULL;
     }
     if (why->nkept == 0) {
         reason_printf(why->reason, sizeof(why->reason),

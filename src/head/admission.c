@@ -107,8 +107,8 @@ void admission_undo(struct admission *a, const char *tenant, const struct job_re
     int64_t now = clock_mono_ns();
     pthread_mutex_lock(&a->lock);
     free(hashmap_del_u64(&a->jobs, rec->id));
-    admit_dequeued(a->admit, tenant, rec->capability, lane_of(rec), rec->cost_s, 0, now);
-    admit_ended(a->admit, tenant, lane_of(rec), 0, now);
+    struct admit_request r = request(tenant, rec, 0);
+    admit_undo(a->admit, &r, rec->order_ns, now); /* tokens and fair-share tag back too */
     pthread_mutex_unlock(&a->lock);
 }
 

@@ -31,7 +31,9 @@ int admission_admit(struct admission *a, const char *tenant, struct job_rec *rec
 uint64_t admission_booking(int64_t tenant_id, const char *idem_key);
 /* The admitted job got its id. */
 void admission_bind(struct admission *a, const char *tenant, const struct job_rec *rec);
-/* An admitted job was not stored after all (store failure, idempotent replay). */
+/* An admitted job was not stored after all (store failure, idempotent replay,
+ * a batch refused as a whole): admit_undo gives back its tokens and tag too;
+ * undo a batch's jobs latest first. */
 void admission_undo(struct admission *a, const char *tenant, const struct job_rec *rec);
 /* What became of a counted job: JOB_RUNNING leaves the queue; a terminal
  * state ends it (delivered work counts when it succeeded); JOB_QUEUED (a

@@ -156,7 +156,7 @@ static void batch_op_done(struct commit_op *op, int rc)
         log_info(MOD, "batch %llu of tenant %lld: %d jobs queued", (unsigned long long)id,
                  (long long)o->rec.tenant_id, n);
     } else {
-        for (int i = 0; i < n; i++)
+        for (int i = n - 1; i >= 0; i--) /* latest first (core/admit.h: admit_undo) */
             head_admit_undo(h, &o->jobs[i]);
         log_error(MOD, "batch of %d jobs not stored: %s", n, gpuq_strerror(rc));
     }

@@ -325,7 +325,7 @@ int head_admit_batch(struct head *h, const struct tenant_rec *t, struct job_rec 
         int rc = head_admit(h, t, &recs[i], v);
         if (rc == 0 && v->outcome == ADMIT_OK)
             continue;
-        for (int k = 0; k < i; k++)
+        for (int k = i - 1; k >= 0; k--) /* latest first: each tag is taken back */
             head_admit_undo(h, &recs[k]);
         *index = i;
         return rc;

@@ -82,9 +82,7 @@ static void tenant_figures(const struct sim *s, struct report *r)
     }
     r->has_admission = wl->admission;
     r->adm = s->adm;
-    r->ra_accuracy = s->adm.retries > 0
-                         ? (double)(s->adm.on_time - s->adm.probe_room) / (double)s->adm.retries
-                         : -1;
+    r->ra_accuracy = s->adm.retries > 0 ? (double)s->adm.in_window / (double)s->adm.retries : -1;
 }
 
 void report_make(const struct sim *s, struct report *r)
@@ -310,8 +308,11 @@ json_t *report_json(const struct report *r, bool with_timing)
         json_t *a = json_object();
         json_object_set_new(a, "http_429", json_integer(r->adm.n429));
         json_object_set_new(a, "retries", json_integer(r->adm.retries));
-        json_object_set_new(a, "admitted_on_retry", json_integer(r->adm.on_time));
-        json_object_set_new(a, "room_at_0_75", json_integer(r->adm.probe_room));
+        json_object_set_new(a, "retries_in_window", json_integer(r->adm.in_window));
+        json_object_set_new(a, "probes_at_0_75", json_integer(r->adm.probes));
+        json_object_set_new(a, "refused_at_0_75", json_integer(r->adm.early_refused));
+        json_object_set_new(a, "clients_refused", json_integer(r->adm.clients_refused));
+        json_object_set_new(a, "admitted_on_first_retry", json_integer(r->adm.first_ok));
         json_object_set_new(a, "rejected", json_integer(r->adm.rejected));
         json_object_set_new(a, "retry_after_accuracy",
                             r->ra_accuracy >= 0 ? num(r->ra_accuracy) : json_null());

@@ -48,13 +48,19 @@ struct sim_job {
     int n429;                             /* 429s this client got */
     double ra_s;                          /* the last Retry-After it was given */
     bool probe_room;                      /* the probe at 0.75 x Retry-After found room */
+    bool probed;                          /* that probe ran */
 };
 
-/* Admission figures: 429s, and how the Retry-After given held up — a client
- * that waits it is admitted on that retry (on_time), and a probe at 0.75 x
- * the time given finds no room yet (else the wait given was too long). */
+/* Admission figures: 429s, and how the Retry-After given held up, judged on
+ * the queue alone (core/admit.h: admit_room), not on the booking that admits
+ * a client coming back at its time anyway. Per Retry-After given (retries):
+ * in_window when room was not there yet at 0.75 x the time given (the probe:
+ * early_refused) and was there by 1.25 x (at the retry, the wait left over
+ * the bound is at most 0.25 x the time given). Per refused client: first_ok
+ * when its first retry was admitted. */
 struct sim_adm {
-    int64_t n429, retries, on_time, probe_room;
+    int64_t n429, retries, in_window, early_refused, probes;
+    int64_t clients_refused, first_ok;
     int rejected;
 };
 

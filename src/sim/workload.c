@@ -495,6 +495,10 @@ static void load_sched(struct ctx *c, struct workload *w, json_t *o, json_t *bas
     s->hot_penalty = num(c, o, "scheduler", "hot_penalty", s->hot_penalty, 1, 100);
     s->move_margin_s = num(c, o, "scheduler", "move_margin_s", s->move_margin_s, 0, 1e6);
     s->evict_weight = num(c, o, "scheduler", "evict_weight", s->evict_weight, 0, 100);
+    s->headroom_wait_s = num(c, o, "scheduler", "headroom_wait_s", s->headroom_wait_s, 0, 3600);
+    s->headroom_share = num(c, o, "scheduler", "headroom_share", s->headroom_share, 0, 0.999);
+    s->headroom_window_s =
+        num(c, o, "scheduler", "headroom_window_s", s->headroom_window_s, 1, 86400);
     json_t *pr = o ? json_object_get(o, "priors") : NULL;
     w->priors = pr ? json_is_true(pr) : true;
     json_t *fo = o ? json_object_get(o, "fanout") : NULL;

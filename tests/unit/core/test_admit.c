@@ -5,7 +5,11 @@
  * idle tenant earning no credit, the reserved interactive pool lending to
  * batch and getting the GPU back at the next job boundary, interactive never
  * behind an unstarted batch job, and the ETA of an interactive job behind a
- * batch flood. (Tier aging: test_sched's test_queue_paid_first_free_not_starved.) */
+ * batch flood; the interactive headroom (Erlang C; batch refused a start that
+ * would break it, allowed once interactive is idle, the GPU back to
+ * interactive at the batch job's end); a refused batch's tokens and tags given
+ * back (admit_undo); admit_room. (Tier aging: test_sched's
+ * test_queue_paid_first_free_not_starved.) */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +20,7 @@
 
 #include "common/err.h"
 #include "core/admit.h"
+#include "core/headroom.h"
 #include "core/sched.h"
 
 #define S(x) ((int64_t)((x) * 1e9))
@@ -356,6 +361,183 @@ static void test_interactive_ahead_of_unstarted_batch(void **state)
     sched_destroy(s);
 }
 
+/* Erlang C: more GPUs, fewer waits; the headroom is the smallest c that keeps
+ * P(wait > t) within the share. */
+static void test_headroom_erlang(void **state)
+{
+    (void)state;
+    assert_true(headroom_p_wait(2, 2.0, 2.5, 1.0) >= 1.0); /* c <= a: unstable */
+    double prev = 1.0;
+    for (int c = 3; c <= 8; c++) {
+        double p = headroom_p_wait(c, 2.0, 2.5, 1.0);
+        assert_true(p < prev);
+        prev = p;
+    }
+    int c = headroom_servers(2.0, 2.5, 1.0, 0.01, 16);
+    assert_true(headroom_p_wait(c, 2.0, 2.5, 1.0) <= 0.01);
+    assert_true(headroom_p_wait(c - 1, 2.0, 2.5, 1.0) > 0.01);
+    assert_int_equal(c, 6); /* 2 Erlangs of 2.5 s jobs, 1% over 1 s: 6 GPUs */
+    assert_int_equal(headroom_servers(0, 2.5, 1.0, 0.01, 16), 0);
+    assert_int_equal(headroom_servers(30, 1, 0, 0.01, 4), 5); /* none enough */
+}
+
+/* A sched with n one-slot GPUs, a 10 s headroom window and a strict headroom
+ * (P(wait > 1 s) <= 0.01), after 30 s of interactive jobs of 1 s arriving
+ * every 0.5 s (2 Erlangs), each run at once. */
+static struct sched *busy_interactive(int n, int64_t *now)
+{
+    struct sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.headroom_window_s = 10;
+    cfg.headroom_wait_s = 1;
+    cfg.headroom_share = 0.01;
+    struct sched *s = sched_create(&cfg);
+    struct model_info m = {"image-v2", 22528, 0, MODEL_GENERATION};
+    assert_int_equal(sched_model_set(s, &m), 0);
+    assert_int_equal(sched_model_prior(s, "image-v2", 1.0, 0, 0, 0, 0), 0);
+    for (int i = 0; i < n; i++) {
+        struct worker_info w;
+        char id[16];
+        snprintf(id, sizeof id, "g%d", i);
+        mk_worker(&w, id, false);
+        w.speed = 1.0 - 0.01 * i; /* g0 best for interactive */
+        sched_worker_update(s, &w, 0);
+    }
+    uint64_t id = 1000;
+    for (int64_t t = 0; t < S(30); t += S(0.5)) {
+        add_job(s, id, SCHED_LANE_INTERACTIVE, 0, t);
+        sched_dispatch(s, t, NULL, NULL);
+        char gid[16];
+        uint64_t got = 0;
+        for (int i = 0; i < n && !got; i++) {
+            snprintf(gid, sizeof gid, "g%d", i);
+            if (sched_take(s, gid, t, &got) != 0)
+                got = 0;
+        }
+        assert_int_equal(got, id);
+        assert_int_equal(sched_job_finished(s, got, true, 0, S(1), t + S(0.45)), 0);
+        id++;
+    }
+    *now = S(30);
+    return s;
+}
+
+static void count_placed(uint64_t job_id, const char *worker_id, const struct sched_explain *why,
+                         void *arg)
+{
+    (void)job_id;
+    (void)worker_id;
+    (void)why;
+    (*(int *)arg)++;
+}
+
+/* The headroom: batch is refused the starts that would leave fewer GPUs free
+ * of batch than interactive needs, on the GPUs best for interactive first;
+ * it gets them all once interactive is idle; and a GPU lent to batch takes
+ * interactive work first at the batch job's end. */
+static void test_headroom_batch(void **state)
+{
+    (void)state;
+    int64_t now;
+    struct sched *s = busy_interactive(8, &now);
+    struct headroom_figures hf;
+    assert_int_equal(sched_headroom_get(s, "image.fast", now, &hf), 0);
+    assert_true(hf.erlangs > 1.5 && hf.erlangs < 2.5);
+    assert_true(hf.service_s > 0.9 && hf.service_s < 1.1);
+    int need = hf.gpus;
+    assert_true(need >= 4 && need < 8);
+    for (uint64_t id = 1; id <= 8; id++)
+        add_job(s, id, SCHED_LANE_BATCH, 0, now);
+    int placed = 0;
+    sched_dispatch(s, now, count_placed, &placed);
+    assert_int_equal(placed, 8 - need); /* the rest wait in the queue */
+    /* The GPUs best for interactive stay free: g0 takes nothing. */
+    uint64_t got;
+    assert_int_equal(sched_take(s, "g0", now, &got), GPUQ_EAGAIN);
+    char last[16];
+    snprintf(last, sizeof last, "g%d", 7);
+    assert_int_equal(sched_take(s, last, now, &got), 0);
+    assert_true(got >= 1 && got <= 8);
+    uint64_t lent = got;
+    /* Its batch job ends while an interactive job and batch jobs wait: the
+     * GPU takes the interactive one (job boundary). */
+    add_job(s, 500, SCHED_LANE_INTERACTIVE, 0, now + S(0.5));
+    assert_int_equal(sched_job_finished(s, lent, true, 0, S(1), now + S(1)), 0);
+    for (int i = 0; i < 8; i++) { /* the other GPUs start what they hold */
+        char gid[16];
+        snprintf(gid, sizeof gid, "g%d", i);
+        uint64_t x;
+        while (sched_take(s, gid, now + S(1), &x) == 0)
+            if (x == 500)
+                lent = 0;
+    }
+    sched_dispatch(s, now + S(1), NULL, NULL);
+    if (lent) { /* not taken yet: it was placed on g7 or another free GPU */
+        int n = 0;
+        for (int i = 0; i < 8; i++) {
+            char gid[16];
+            snprintf(gid, sizeof gid, "g%d", i);
+            uint64_t x;
+            if (sched_take(s, gid, now + S(1), &x) == 0 && x == 500)
+                n++;
+        }
+        assert_int_equal(n, 1);
+    }
+    /* Interactive idle for many windows: the waiting batch jobs get every GPU. */
+    int64_t later = now + S(200);
+    for (int i = 0; i < 8; i++) {
+        char gid[16];
+        snprintf(gid, sizeof gid, "g%d", i);
+        uint64_t x;
+        while (sched_take(s, gid, later, &x) == 0)
+            sched_job_finished(s, x, true, 0, S(1), later);
+    }
+    assert_int_equal(sched_headroom_get(s, "image.fast", later, &hf), 0);
+    assert_int_equal(hf.gpus, 0);
+    struct sched_stats st;
+    sched_dispatch(s, later, NULL, NULL);
+    sched_stats(s, &st);
+    assert_int_equal(st.queued, 0);
+    sched_destroy(s);
+}
+
+/* A batch refused as a whole gives back the tokens and the fair-share tags
+ * its admitted jobs took. */
+static void test_undo_refunds_tokens(void **state)
+{
+    (void)state;
+    struct admit *a = admit_create(NULL);
+    struct admit_tenant_policy tp = {"acme", 1, 60, 60, 0};
+    assert_int_equal(admit_tenant_set(a, &tp), 0);
+    struct admit_request r = req("acme", SCHED_LANE_BATCH, 20, 0);
+    struct admit_verdict v;
+    int64_t order[3];
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(admit_decide(a, &r, S(1), &v), 0);
+        assert_int_equal(v.outcome, ADMIT_OK);
+        assert_int_equal(admit_accept(a, &r, S(1), &order[i]), 0);
+    }
+    assert_int_equal(admit_decide(a, &r, S(1), &v), 0);
+    assert_int_equal(v.outcome, ADMIT_RETRY);
+    assert_int_equal(v.reason, ADMIT_R_RATE);
+    for (int i = 2; i >= 0; i--)
+        admit_undo(a, &r, order[i], S(1));
+    assert_true(admit_backlog(a, NULL, -1, "acme") == 0);
+    struct admit_request big = req("acme", SCHED_LANE_BATCH, 60, 0);
+    assert_int_equal(admit_decide(a, &big, S(1), &v), 0);
+    assert_int_equal(v.outcome, ADMIT_OK); /* the whole bucket is back */
+    int64_t o;
+    assert_int_equal(admit_accept(a, &big, S(1), &o), 0);
+    assert_true(o == order[0]); /* the first tag again: no fair-share debt left */
+    /* admit_room: the queue alone. */
+    double ex;
+    assert_int_equal(admit_room(a, &r, S(1), &ex), 0);
+    assert_true(ex > 0); /* no tokens left for 20 GPU-seconds */
+    assert_int_equal(admit_room(a, &r, S(21), &ex), 0);
+    assert_true(ex <= 0);
+    admit_destroy(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -366,6 +548,9 @@ int main(void)
         cmocka_unit_test(test_fair_share_order),
         cmocka_unit_test(test_reserved_pool_lends_and_returns),
         cmocka_unit_test(test_interactive_ahead_of_unstarted_batch),
+        cmocka_unit_test(test_headroom_erlang),
+        cmocka_unit_test(test_headroom_batch),
+        cmocka_unit_test(test_undo_refunds_tokens),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,177 @@
+/* headroom.c: the adaptive interactive headroom behind headroom.h — Erlang C,
+ * the measured interactive load per capability, and the rule that keeps
+ * enough good GPUs free of batch work. */
+#include "core/headroom.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "core/sched_int.h"
+
+double headroom_p_wait(int c, double a, double service_s, double t)
+{
+    if (!(a > 0))
+        return 0;
+    if (c <= 0 || (double)c <= a)
+        return 1;
+    /* Erlang B by the stable recurrence, then Erlang C from it. */
+    double b = 1;
+    for (int n = 1; n <= c; n++)
+        b = a * b / ((double)n + a * b);
+    double pc = (double)c * b / ((double)c - a * (1 - b));
+    if (pc > 1)
+        pc = 1;
+    if (!(t > 0) || !(service_s > 0))
+        return pc;
+    return pc * exp(-((double)c - a) * t / service_s);
+}
+
+int headroom_servers(double a, double service_s, double t, double share, int max_c)
+{
+    if (!(a > 0) || !(share < 1))
+        return 0;
+    for (int c = 0; c <= max_c; c++)
+        if (headroom_p_wait(c, a, service_s, t) <= share)
+            return c;
+    return max_c + 1;
+}
+
+/* Decays the capability's interactive figures to now. */
+static void ia_decay(const struct sched *s, const struct scap *c, int64_t now, double *n,
+                     double *work)
+{
+    *n = c->ia_count;
+    *work = c->ia_work;
+    if (now > c->ia_ns && s->cfg.headroom_window_s > 0) {
+        double f = exp(-((double)(now - c->ia_ns) / 1e9) / s->cfg.headroom_window_s);
+        *n *= f;
+        *work *= f;
+    }
+}
+
+void sched_headroom_note(struct sched *s, struct scap *c, double cost_s, int64_t now)
+{
+    double n, work;
+    ia_decay(s, c, now, &n, &work);
+    c->ia_count = n + 1;
+    c->ia_work = work + (cost_s > 0 ? cost_s : 0);
+    if (now > c->ia_ns)
+        c->ia_ns = now;
+}
+
+/* Offered load (Erlangs) and mean service time of cap's interactive jobs. */
+static void ia_load(const struct sched *s, const struct scap *c, int64_t now, double *a,
+                    double *svc)
+{
+    double n, work;
+    ia_decay(s, c, now, &n, &work);
+    double win = s->cfg.headroom_window_s > 0 ? s->cfg.headroom_window_s : 1;
+    *a = work / win;
+    *svc = n > 0 ? work / n : 0;
+}
+
+static int cap_headroom(const struct sched *s, const struct scap *c, int64_t now, double *a,
+                        double *svc)
+{
+    ia_load(s, c, now, a, svc);
+    if (!(s->cfg.headroom_share > 0))
+        return 0;
+    /* Interactive counts as idle once less than one arrival's weight is left
+     * in the window (the last one came more than a window ago), or while it
+     * offers less than headroom_share Erlangs (a trickle that keeps less
+     * than that share of one GPU busy): no headroom then, and no reserved
+     * floor — the reserved pool's own rule (lend while no interactive job
+     * waits) covers a trickle. */
+    double n, work;
+    ia_decay(s, c, now, &n, &work);
+    if (n < exp(-1.0) || *a < s->cfg.headroom_share)
+        return 0;
+    return headroom_servers(*a, *svc, s->cfg.headroom_wait_s, s->cfg.headroom_share,
+                            c->members);
+}
+
+int sched_headroom_get(const struct sched *s, const char *cap, int64_t now,
+                       struct headroom_figures *out)
+{
+    if (!s || !cap || !out)
+        return GPUQ_EINVAL;
+    memset(out, 0, sizeof(*out));
+    for (int i = 0; i < s->ncaps; i++)
+        if (strcmp(s->caps[i].name, cap) == 0) {
+            out->gpus = cap_headroom(s, &s->caps[i], now, &out->erlangs, &out->service_s);
+            return 0;
+        }
+    return GPUQ_ENOENT;
+}
+
+/* How good w is for an interactive job: its speed, divided by the hot
+ * penalty when it runs hot (the scheduler's own thermal factor). */
+static double quality(const struct sched *s, const struct sworker *w)
+{
+    double q = sched_worker_speed(w);
+    if (w->info.temp_c >= s->cfg.hot_temp_c && s->cfg.hot_penalty > 0)
+        q /= s->cfg.hot_penalty;
+    return q;
+}
+
+/* m is free of batch work now, or its batch work ends within horizon_ns. */
+static bool batch_free_soon(const struct sworker *m, int64_t horizon_ns)
+{
+    for (const struct sjob *j = m->placed_head; j; j = j->next)
+        if (j->spec.lane == SCHED_LANE_BATCH)
+            return false;
+    for (const struct sjob *j = m->run_head; j; j = j->next) {
+        if (j->spec.lane != SCHED_LANE_BATCH)
+            continue;
+        int64_t end = j->est_start_ns + (int64_t)llround((j->est_load_s + j->est_run_s) * 1e9);
+        if (end > horizon_ns)
+            return false;
+    }
+    return true;
+}
+
+bool sched_headroom_blocks(const struct sched *s, const struct sworker *w, int64_t now,
+                           char *why, size_t n)
+{
+    if (!(s->cfg.headroom_share > 0))
+        return false;
+    int64_t horizon = now + (int64_t)llround(s->cfg.headroom_wait_s * 1e9);
+    double qw = quality(s, w);
+    for (int k = 0; k < w->ncaps; k++) {
+        const struct scap *c = &s->caps[w->caps[k]];
+        double a, svc;
+        int need = cap_headroom(s, c, now, &a, &svc);
+        if (need <= 0)
+            continue;
+        /* The reserved pool is the floor while interactive work comes in. */
+        int reserved = 0, spare = 0, usable = 0;
+        for (int i = 0; i < s->nworkers; i++) {
+            const struct sworker *m = s->workers[i];
+            if (!m->alive || sched_worker_cap_slot(m, w->caps[k]) < 0 || !m->info.healthy ||
+                m->info.draining)
+                continue;
+            usable++;
+            if (m->info.reserved)
+                reserved++;
+            if (m != w && quality(s, m) >= qw - 1e-9 && batch_free_soon(m, horizon))
+                spare++;
+        }
+        if (need < reserved)
+            need = reserved;
+        /* No starvation: the headroom never takes a capability's last GPU
+         * from batch (with one GPU, the reserved pool's rule alone holds). */
+        if (need > usable - 1)
+            need = usable - 1;
+        if (spare < need) {
+            if (why)
+                snprintf(why, n,
+                         "interactive headroom: %s needs %d GPUs free of batch (%.2f Erlangs, "
+                         "%.2f s each); %d as good as this one are",
+                         c->name, need, a, svc, spare);
+            return true;
+        }
+    }
+    return false;
+}
