@@ -12,6 +12,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "head/head.h"
+#include "head/jobs.h"
 #include "store/committer.h"
 
 #define MOD "retention"
@@ -24,6 +25,7 @@ struct prune_op {
 };
 
 static atomic_bool running;
+static _Atomic int64_t next_sweep_ns;
 static _Atomic int64_t next_ns;
 static atomic_llong deleted_total;
 
@@ -68,9 +70,29 @@ static void prune_done(struct commit_op *op, int rc)
     atomic_store(&running, false);
 }
 
+/* Finished jobs leave memory after keep_finished_s (those with an
+ * idempotency key after the result retention, so a replay still finds its
+ * job); reads of them go to the store. One pass a minute at most. */
+static void sweep_memory(struct head *h, int64_t now)
+{
+    if (now < atomic_load(&next_sweep_ns))
+        return;
+    int64_t keep_ns = (int64_t)h->cfg.keep_finished_s * NS_PER_S;
+    atomic_store(&next_sweep_ns, now + (keep_ns < 60 * NS_PER_S ? keep_ns / 2 + NS_PER_S
+                                                                : 60 * NS_PER_S));
+    int64_t wall = clock_wall_ms();
+    jobs_lock(h->jobs);
+    int n = jobs_sweep(h->jobs, wall - (int64_t)h->cfg.keep_finished_s * 1000,
+                       wall - retention_ms(&h->cfg));
+    jobs_unlock(h->jobs);
+    if (n)
+        log_debug(MOD, "%d finished job(s) left memory (kept in the store)", n);
+}
+
 void retention_tick(struct head *h)
 {
     int64_t now = clock_mono_ns();
+    sweep_memory(h, now);
     int64_t due = atomic_load(&next_ns);
     if (due == 0) { /* the first tick: the first pass soon after start */
         atomic_store(&next_ns, now + NS_PER_S);

@@ -87,3 +87,36 @@ def test_a_bad_retention_is_refused_naming_the_field(tmp_path):
                        capture_output=True, text=True, timeout=60 * SLOW)
     assert p.returncode != 0
     assert "result_retention_s" in p.stdout + p.stderr
+
+
+def jobs_in_memory(head, state):
+    text = head.client(None).get("/metrics").body.decode()
+    for line in text.splitlines():
+        if line.startswith(f'gpuq_jobs{{state="{state}"}} '):
+            return int(float(line.split()[-1]))
+    return 0
+
+
+def test_finished_jobs_leave_memory_and_stay_readable(head_factory):
+    """A head that runs for months must not hold every job it ever ran:
+    finished jobs leave memory after [jobs] keep_finished_s; the store
+    answers for them, and a replay of an idempotency key still finds its job
+    (those stay until the result retention)."""
+    head = head_factory(config_text="[jobs]\nkeep_finished_s = 10\n")
+    c = head.client(head.add_tenant("acme"))
+    body = {"capability": "image.fast", "params": {"prompt": "a fox"}}
+    plain = [c.post("/v1/jobs", body).json()["id"] for _ in range(3)]
+    keyed = c.post("/v1/jobs", {**body, "idempotency_key": "k-1"}).json()["id"]
+    for j in plain + [keyed]:
+        assert c.delete(f"/v1/jobs/{j}").status == 200
+    assert jobs_in_memory(head, "cancelled") == 4
+    wait_until(lambda: jobs_in_memory(head, "cancelled") == 1, 60 * SLOW,
+               "the three plain jobs to leave memory")
+    for j in plain:
+        r = c.get(f"/v1/jobs/{j}")
+        assert r.status == 200 and r.json()["state"] == "cancelled", r
+    # Another tenant still cannot see them.
+    other = head.client(head.add_tenant("globex"))
+    assert other.get(f"/v1/jobs/{plain[0]}").status == 404
+    r = c.post("/v1/jobs", {**body, "idempotency_key": "k-1"})
+    assert r.status == 200 and r.json()["id"] == keyed, r
