@@ -63,19 +63,26 @@ static void reply_json(struct ctx *c, int status)
 static void fail(struct ctx *c, int status, const char *code, const char *field, const char *fmt,
                  ...) __attribute__((format(printf, 5, 6)));
 
-static void fail(struct ctx *c, int status, const char *code, const char *field, const char *fmt,
-                 ...)
+void route_failv(struct http_resp *resp, int status, const char *code, const char *field,
+                 const char *fmt, va_list ap)
 {
     struct api_error e;
     char msg[256];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    api_error_set(&e, status, code, field, "%s", msg);
+    buf_reset(&resp->body);
+    json_render_error(&resp->body, &e);
+    resp->status = status;
+    resp->content_type = "application/json";
+}
+
+static void fail(struct ctx *c, int status, const char *code, const char *field, const char *fmt,
+                 ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    route_failv(c->resp, status, code, field, fmt, ap);
     va_end(ap);
-    api_error_set(&e, status, code, field, "%s", msg);
-    buf_reset(&c->resp->body);
-    json_render_error(&c->resp->body, &e);
-    reply_json(c, status);
 }
 
 static void fail_api(struct ctx *c, const struct api_error *e)
@@ -903,30 +910,28 @@ static void list_workers(struct ctx *c)
     reply_json(c, 200);
 }
 
-static void drain_worker(struct ctx *c)
+/* POST /v1/workers/{id}/drain and /undrain. */
+static void set_drain(struct ctx *c, bool drain)
 {
     const char *id = c->param;
-    if (head_worker_drain(c->h, id)) {
+    if (drain ? head_worker_drain(c->h, id) : head_worker_undrain(c->h, id)) {
         fail(c, 404, "not_found", "id", "no worker '%.64s'", id);
         return;
     }
     buf_printf(&c->resp->body, "{\"worker_id\":");
     json_put_string(&c->resp->body, id);
-    buf_puts(&c->resp->body, ",\"drain_requested\":true}");
+    buf_printf(&c->resp->body, ",\"drain_requested\":%s}", drain ? "true" : "false");
     reply_json(c, 200);
+}
+
+static void drain_worker(struct ctx *c)
+{
+    set_drain(c, true);
 }
 
 static void undrain_worker(struct ctx *c)
 {
-    const char *id = c->param;
-    if (head_worker_undrain(c->h, id)) {
-        fail(c, 404, "not_found", "id", "no worker '%.64s'", id);
-        return;
-    }
-    buf_printf(&c->resp->body, "{\"worker_id\":");
-    json_put_string(&c->resp->body, id);
-    buf_puts(&c->resp->body, ",\"drain_requested\":false}");
-    reply_json(c, 200);
+    set_drain(c, false);
 }
 
 /* The answer to a tenant's removal, key revocation or rotation, once durable. */

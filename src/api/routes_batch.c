@@ -32,16 +32,10 @@ void route_reply_json(const struct route_call *c, int status)
 void route_fail(const struct route_call *c, int status, const char *code, const char *field,
                 const char *fmt, ...)
 {
-    struct api_error e;
-    char msg[256];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    route_failv(c->resp, status, code, field, fmt, ap);
     va_end(ap);
-    api_error_set(&e, status, code, field, "%s", msg);
-    buf_reset(&c->resp->body);
-    json_render_error(&c->resp->body, &e);
-    route_reply_json(c, status);
 }
 
 static void fail_store(const struct route_call *c, int rc)

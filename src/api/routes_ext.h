@@ -6,6 +6,7 @@
 #ifndef GPUQ_API_ROUTES_EXT_H
 #define GPUQ_API_ROUTES_EXT_H
 
+#include <stdarg.h>
 #include <stdint.h>
 
 #include "api/http.h"
@@ -38,5 +39,9 @@ void route_worker_token_revoke(const struct route_call *c);
 void route_fail(const struct route_call *c, int status, const char *code, const char *field,
                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 void route_reply_json(const struct route_call *c, int status);
+/* The error answer (docs/api): {"error": {code, field, message}} with status
+ * (routes.c; every route module answers its errors through it). */
+void route_failv(struct http_resp *resp, int status, const char *code, const char *field,
+                 const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
 
 #endif
