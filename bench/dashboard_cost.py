@@ -4,7 +4,8 @@ dashboard costs the head. Runs against a head started by `make up` (its data
 directory gives the URL, keys and gpuqd's pid), keeps every GPU busy with
 jobs from the local tenant, then measures gpuqd's CPU time (utime + stime
 from /proc/PID/stat) over a window without a dashboard and over a window with
-one headless chromium showing the dashboard (tests/browser/dashboard.js),
+one headless chromium showing the dashboard (driven by
+tests/integration/cdp.py),
 and prints both and their difference. --shot saves the dashboard as it was
 at the end of the second window. Not a test: it prints figures only."""
 
@@ -12,7 +13,6 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import threading
 import time
@@ -21,6 +21,8 @@ import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TICK = os.sysconf("SC_CLK_TCK")
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+from cdp import Chromium  # noqa: E402  (the browser driver the tests use)
 
 
 def read(path):
@@ -92,24 +94,17 @@ def main():
           f"{sum(1 for g in v['gpus'] if g['jobs'])}", flush=True)
 
     base = measure(pid, a.window)
-    env = dict(os.environ, GPUQ_URL=url, GPUQ_KEY=admin, GPUQ_GPUS=",".join(gpus),
-               CHROMIUM="/usr/bin/chromium", WAIT_MS="60000")
-    p = subprocess.Popen(["node", os.path.join(ROOT, "tests", "browser", "dashboard.js")],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
-    while True:
-        line = p.stdout.readline()
-        if not line:
-            sys.exit("the browser driver exited")
-        if json.loads(line)["ev"] == "gpus":
-            break
-    with_dash = measure(pid, a.window)
-    if a.shot:
-        p.stdin.write(json.dumps({"cmd": "shot", "path": os.path.abspath(a.shot)}) + "\n")
-        p.stdin.flush()
-        p.stdout.readline()
-    p.stdin.write('{"cmd": "quit"}\n')
-    p.stdin.flush()
-    p.wait(timeout=60)
+    with Chromium(start_timeout_s=60, command_timeout_s=60) as b:
+        if b.navigate(url + "/", timeout_s=60) != 200:
+            sys.exit("the dashboard page did not load")
+        b.type("#key", admin)
+        b.click("#connect")
+        b.wait_for(f"{json.dumps(gpus)}.every((id) =>"
+                   f" document.querySelector(`.gpu[data-gpu=\"${{id}}\"]`))", 60,
+                   "every GPU card")
+        with_dash = measure(pid, a.window)
+        if a.shot:
+            b.screenshot(os.path.abspath(a.shot))
     stop.set()
     print(f"gpuqd CPU without a dashboard: {100 * base:.2f}% of one core "
           f"({a.window:.0f} s window)")

@@ -1,34 +1,22 @@
 """The live dashboard (R37) in a real browser, and the fleet API behind it: a
 real gpuqd, a real gpuq-agent with three simulated GPUs, and Debian's headless
-chromium driven by puppeteer-core (tests/browser/dashboard.js). Both are
-installed by scripts/install-deps (make test runs it): where they are missing
-the test fails, it does not skip. Every wait is bounded and ends on an
+chromium driven over the DevTools protocol (cdp.py, with python3-websocket).
+Both are installed by scripts/install-deps (make test runs it): where they are
+missing the test fails, it does not skip. Every wait is bounded and ends on an
 observed state."""
 
 import http.client
 import json
 import os
-import queue
-import shutil
-import subprocess
-import threading
 import time
 
 import pytest
 
+from cdp import Chromium, find_chromium, websocket
 from gpuq_harness import BUILD, ROOT, SLOW, wait_until
 from test_agent import HEAD_CONFIG, Agent, submit
 
-BROWSER_DIR = os.path.join(ROOT, "tests", "browser")
 SHOT_DIR = os.path.join(BUILD, "test-screenshots")
-
-
-def chromium_path():
-    for name in ("chromium", "chromium-browser"):
-        p = shutil.which(name)
-        if p:
-            return p
-    return None
 
 
 @pytest.fixture
@@ -40,82 +28,26 @@ def fleet(head_factory, tmp_path):
     agent.stop()
 
 
-class Browser:
-    """tests/browser/dashboard.js as a child: JSON lines both ways."""
-
-    def __init__(self, head, key, gpus, tmp):
-        chromium = chromium_path()
-        assert chromium, "chromium is not installed: scripts/install-deps installs it"
-        assert os.path.isdir(os.path.join(BROWSER_DIR, "node_modules", "puppeteer-core")), \
-            "puppeteer-core is not installed in tests/browser: scripts/install-deps installs it"
-        node = shutil.which("node")
-        assert node, "node is not installed: scripts/install-deps installs it"
-        env = dict(os.environ, GPUQ_URL=head.url, GPUQ_KEY=key, GPUQ_GPUS=",".join(gpus),
-                   CHROMIUM=chromium, WAIT_MS=str(int(30000 * SLOW)),
-                   HOME=str(tmp), XDG_CONFIG_HOME=str(tmp), XDG_CACHE_HOME=str(tmp))
-        self.stderr = open(os.path.join(str(tmp), "browser.log"), "wb")
-        self.proc = subprocess.Popen([node, os.path.join(BROWSER_DIR, "dashboard.js")],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.stderr, env=env, cwd=BROWSER_DIR,
-                                     start_new_session=True)
-        self.lines = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-        self.log_path = self.stderr.name
-
-    def _read(self):
-        for line in self.proc.stdout:
-            self.lines.put(line.decode(errors="replace"))
-        self.lines.put(None)
-
-    def expect(self, ev, timeout_s):
-        deadline = time.monotonic() + timeout_s * SLOW
-        while True:
-            left = deadline - time.monotonic()
-            assert left > 0, f"the browser did not report '{ev}' in {timeout_s * SLOW:.0f} s"
-            try:
-                line = self.lines.get(timeout=left)
-            except queue.Empty:
-                continue
-            if line is None:
-                with open(self.log_path, "rb") as f:
-                    err = f.read()[-3000:].decode(errors="replace")
-                raise AssertionError(f"the browser driver exited while waiting for '{ev}': "
-                                     f"{err}")
-            msg = json.loads(line)
-            assert msg["ev"] != "fatal", msg["error"]
-            if msg["ev"] == ev:
-                return msg
-
-    def send(self, **cmd):
-        self.proc.stdin.write((json.dumps(cmd) + "\n").encode())
-        self.proc.stdin.flush()
-
-    def close(self):
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.close()
-            except OSError:
-                pass
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, 9)
-                self.proc.wait()
-        self.stderr.close()
-
-
-def test_dashboard_shows_every_gpu_and_a_job_starting_within_2s(fleet, tmp_path):
+def test_dashboard_shows_every_gpu_and_a_job_starting_within_2s(fleet):
     head, agent = fleet
+    assert find_chromium(), "chromium is not installed: scripts/install-deps installs it"
+    assert websocket is not None, \
+        "python3-websocket is not installed: scripts/install-deps installs it"
     tenant = head.client(head.add_tenant("painter"))
-    b = Browser(head, head.admin_key, agent.worker_ids(), tmp_path)
-    try:
-        loaded = b.expect("loaded", 60)
-        assert loaded["status"] == 200
-        shown = b.expect("gpus", 60)
-        assert sorted(shown["ids"]) == sorted(agent.worker_ids())
+    gpus = agent.worker_ids()
+    with Chromium(start_timeout_s=60 * SLOW, command_timeout_s=30 * SLOW) as b:
+        status = b.navigate(head.url + "/", timeout_s=60 * SLOW)
+        assert status == 200
+        b.type("#key", head.admin_key)
+        b.click("#connect")
+        b.wait_for(f"{json.dumps(gpus)}.every((id) =>"
+                   f" document.querySelector(`.gpu[data-gpu=\"${{id}}\"]`))",
+                   60 * SLOW, "every GPU card")
+        shown = b.evaluate("[...document.querySelectorAll('.gpu')].map((c) => c.dataset.gpu)")
+        assert sorted(shown) == sorted(gpus)
         # The key was taken out of the field and never put in the URL.
-        assert shown["key_field"] == ""
-        assert head.admin_key not in shown["url"]
+        assert b.evaluate("document.querySelector('#key').value") == ""
+        assert head.admin_key not in b.url()
 
         job = submit(tenant, {"capability": "image.fast",
                               "params": {"prompt": "dash", "width": 256, "height": 256,
@@ -126,26 +58,27 @@ def test_dashboard_shows_every_gpu_and_a_job_starting_within_2s(fleet, tmp_path)
             return j if j["state"] == "running" else None
 
         started = wait_until(running, 20 * SLOW, f"job {job['id']} to start")
-        b.send(cmd="wait_job", id=job["id"], timeout_ms=int(15000 * SLOW))
-        seen = b.expect("job", 30)
-        assert "error" not in seen, seen
-        assert seen["gpu"] == started["worker_id"]
-        delay_ms = seen["seen_ms"] - started["started_ms"]
+        sel = json.dumps(f'.job[data-job="{job["id"]}"]')
+        b.wait_for(f"document.querySelector({sel}) !== null", 15 * SLOW,
+                   f"job {job['id']} on the page")
+        seen_ms = b.evaluate(f"window.gpuqSeenJobs.get({json.dumps(job['id'])})")
+        card = b.evaluate(f"document.querySelector({sel}).closest('.gpu').dataset.gpu")
+        assert card == started["worker_id"]
+        delay_ms = seen_ms - started["started_ms"]
         print(f"dashboard showed job {job['id']} {delay_ms} ms after it started")
         assert delay_ms <= 2000 * SLOW, f"the page showed the job {delay_ms} ms after it started"
 
         os.makedirs(SHOT_DIR, exist_ok=True)
         shot = os.path.join(SHOT_DIR, "dashboard.png")
-        b.send(cmd="shot", path=shot)
-        b.expect("shot", 30)
+        b.screenshot(shot)
         assert os.path.getsize(shot) > 10000
-        b.send(cmd="quit")
-        done = b.expect("done", 30)
-        assert done["errors"] == [], done["errors"]
-        assert done["foreign"] == [], f"the page fetched from elsewhere: {done['foreign']}"
+        # Read what arrived meanwhile (console, requests) before judging it.
+        b.evaluate("1")
+        assert b.errors == [], b.errors
+        foreign = [u for u in b.requests
+                   if not u.startswith(head.url) and not u.startswith("data:")]
+        assert foreign == [], f"the page fetched from elsewhere: {foreign}"
         tenant.delete(f"/v1/jobs/{job['id']}")
-    finally:
-        b.close()
 
 
 def test_fleet_api_needs_a_key(head):
