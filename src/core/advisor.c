@@ -71,7 +71,7 @@ int advisor_policy_check(const struct advisor_policy *p, char *why, size_t size)
     else if (!(p->cold_start_prior_s > 0))
         bad = "cold_start_prior_s: must be > 0";
     else if (!(p->alpha > 0 && p->alpha <= 1))
-        bad = "alpha: must be in (0, 1]";
+        bad = "cold_start_alpha: must be in (0, 1]";
     if (!bad)
         return 0;
     if (why && size)
