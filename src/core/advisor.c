@@ -326,11 +326,11 @@ static void decide_down(const struct advisor *a, const struct advisor_input *in,
         else
             snprintf(r->reason, sizeof r->reason,
                      "hold: utilization %s <= %.2f and backlog %.1f GPU-s <= k %.3g x cold "
-                     "start %.0f s = %.1f GPU-s; no GPU idle over %.0f s%s",
+                     "start %.3g s = %.1f GPU-s; no GPU idle over %.0f s%s",
                      fmt_util(ub, sizeof ub, r->util_before), p->up_utilization,
                      r->backlog_gpu_s, r->k, r->cold_start_s, r->threshold_gpu_s,
                      p->idle_release_s,
-                     nprot ? " (idle ones hold a pinned or needed model)" : "");
+                     nprot ? " (idle ones hold a model queued work needs)" : "");
         return;
     }
     r->action = ADVISOR_DOWN;
@@ -338,7 +338,7 @@ static void decide_down(const struct advisor *a, const struct advisor_input *in,
     r->util_after = util_of(r->load, r->gpus - m, r->speed);
     snprintf(r->reason, sizeof r->reason,
              "release %d GPU(s) idle over %.0f s: backlog %.1f GPU-s <= k %.3g x cold start "
-             "%.0f s = %.1f GPU-s; utilization %s -> %s (<= %.2f) with %d GPU(s)",
+             "%.3g s = %.1f GPU-s; utilization %s -> %s (<= %.2f) with %d GPU(s)",
              m, p->idle_release_s, r->backlog_gpu_s, r->k, r->cold_start_s,
              r->threshold_gpu_s, fmt_util(ub, sizeof ub, r->util_before),
              fmt_util(ua, sizeof ua, r->util_after), p->down_utilization, r->gpus - m);
@@ -384,7 +384,7 @@ int advisor_decide(const struct advisor *a, const struct advisor_input *in, int6
         if (r->cooldown_left_s > 0) {
             snprintf(r->reason, sizeof r->reason,
                      "hold: cooling down (%.0f s left) though backlog %.1f GPU-s > k %.3g x "
-                     "cold start %.0f s = %.1f GPU-s and utilization %s > %.2f",
+                     "cold start %.3g s = %.1f GPU-s and utilization %s > %.2f",
                      r->cooldown_left_s, r->backlog_gpu_s, r->k, r->cold_start_s,
                      r->threshold_gpu_s, fmt_util(ub, sizeof ub, r->util_before),
                      p->up_utilization);
@@ -412,7 +412,7 @@ int advisor_decide(const struct advisor *a, const struct advisor_input *in, int6
         if (add <= 0) {
             snprintf(r->reason, sizeof r->reason,
                      "hold: at the maximum fleet size (%d GPU(s) with %d pending, max %d) "
-                     "though backlog %.1f GPU-s > k %.3g x cold start %.0f s = %.1f GPU-s and "
+                     "though backlog %.1f GPU-s > k %.3g x cold start %.3g s = %.1f GPU-s and "
                      "utilization %s > %.2f",
                      r->gpus, r->pending, p->max_gpus, r->backlog_gpu_s, r->k, r->cold_start_s,
                      r->threshold_gpu_s, fmt_util(ub, sizeof ub, r->util_before),
@@ -423,7 +423,7 @@ int advisor_decide(const struct advisor *a, const struct advisor_input *in, int6
         r->count = add;
         r->util_after = util_of(r->load, n + add, r->speed);
         snprintf(r->reason, sizeof r->reason,
-                 "add %d %s GPU(s) (%s): backlog %.1f GPU-s > k %.3g x cold start %.0f s = "
+                 "add %d %s GPU(s) (%s): backlog %.1f GPU-s > k %.3g x cold start %.3g s = "
                  "%.1f GPU-s; load %.3f GPU-s/s (throughput %.3f + backlog / %.1f s); "
                  "utilization %s -> %s with %d GPU(s) (%d pending, max %d)",
                  add, in->up_class, limit, r->backlog_gpu_s, r->k, r->cold_start_s,
@@ -434,7 +434,7 @@ int advisor_decide(const struct advisor *a, const struct advisor_input *in, int6
     }
     if (worth) { /* the queue is long, but the fleet on hand (or coming) keeps up */
         snprintf(r->reason, sizeof r->reason,
-                 "hold: backlog %.1f GPU-s > k %.3g x cold start %.0f s = %.1f GPU-s, but "
+                 "hold: backlog %.1f GPU-s > k %.3g x cold start %.3g s = %.1f GPU-s, but "
                  "utilization %s <= target %.2f with %d GPU(s) (%d pending)",
                  r->backlog_gpu_s, r->k, r->cold_start_s, r->threshold_gpu_s,
                  fmt_util(ub, sizeof ub, r->util_before), p->up_utilization, r->gpus,
@@ -444,7 +444,7 @@ int advisor_decide(const struct advisor *a, const struct advisor_input *in, int6
     if (r->cooldown_left_s > 0) {
         snprintf(r->reason, sizeof r->reason,
                  "hold: cooling down (%.0f s left); backlog %.1f GPU-s <= k %.3g x cold start "
-                 "%.0f s = %.1f GPU-s; utilization %s",
+                 "%.3g s = %.1f GPU-s; utilization %s",
                  r->cooldown_left_s, r->backlog_gpu_s, r->k, r->cold_start_s,
                  r->threshold_gpu_s, fmt_util(ub, sizeof ub, r->util_before));
         return 0;

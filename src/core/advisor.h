@@ -24,8 +24,9 @@
  *   no GPU is pending, B <= k x C, the cool-down has passed, and the
  *   utilization after releasing them stays at or under down_utilization
  *   (lower than up_utilization: the gap between the two thresholds is the
- *   hysteresis). Never a GPU that holds a pinned model, or a loaded model
- *   queued work needs (the caller flags it: `protected_model`). Never below
+ *   hysteresis). Never a GPU that holds a pinned or hot (loaded) model
+ *   while work for it is queued (the caller flags it: `protected_model`).
+ *   Never below
  *   min_gpus. Oldest-idle first.
  * Every recommendation carries its arithmetic as `reason`.
  *
@@ -80,7 +81,7 @@ struct advisor_gpu {
     char cls[SCHED_NAME_MAX];  /* GPU class (the name its agent reports) */
     bool busy;                 /* runs or loads something */
     double idle_s;             /* seconds since it last ran something (0 when busy) */
-    bool protected_model;      /* holds a pinned model, or a loaded one queued work needs */
+    bool protected_model;      /* holds a pinned or loaded model that queued work needs */
     bool draining;             /* on its way out: not counted */
 };
 

@@ -482,11 +482,10 @@ void scale_tick(struct head *h)
         busy += g[i].busy;
         g[i].idle_s = g[i].busy ? 0 : (double)(now - sw->last_busy_ns) / 1e9;
         g[i].draining = w->state == WORKER_DRAINING || w->drain_requested || sw->released;
+        /* Protected: it holds (loaded, or pinned) a model queued work needs. */
         for (int m = 0; m < w->nmodels && !g[i].protected_model; m++) {
-            if (!w->models[m].loaded)
+            if (!w->models[m].loaded && !w->models[m].pinned)
                 continue;
-            if (w->models[m].pinned)
-                g[i].protected_model = true;
             for (int q = 0; q < mc->n && !g[i].protected_model; q++)
                 g[i].protected_model = !strcmp(mc->names[q], w->models[m].name);
         }

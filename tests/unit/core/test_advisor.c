@@ -145,7 +145,7 @@ static void test_scale_down_idle_only(void **state)
     g[1].idle_s = 0;
     assert_int_equal(advisor_decide(a, &in, S(5000), &r), 0);
     assert_int_equal(r.action, ADVISOR_HOLD);
-    assert_non_null(strstr(r.reason, "pinned or needed model"));
+    assert_non_null(strstr(r.reason, "model queued work needs"));
     advisor_destroy(a);
 }
 
