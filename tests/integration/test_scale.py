@@ -37,8 +37,11 @@ HOOK = textwrap.dedent("""\
     else:
         with open(os.path.join(d, "agent.pid")) as f:
             pid = int(f.read())
-        os.kill(pid, signal.SIGTERM)
-        print("stopped agent", pid, "for", os.environ["GPUQ_SCALE_WORKERS"])
+        try:
+            os.kill(pid, signal.SIGTERM)
+            print("stopped agent", pid, "for", os.environ["GPUQ_SCALE_WORKERS"])
+        except ProcessLookupError:
+            print("agent", pid, "already gone")
 """)
 
 
@@ -153,16 +156,18 @@ def test_scale_up_hook_starts_an_agent_that_takes_work_and_is_released_when_idle
     assert 0 < learned[0]["cold_start_s"] < 30, learned
     assert v["actions"]["up"] == 1
 
-    # Idle past idle_release_s: the down hook names both workers; the agent drains and leaves.
+    # Idle past idle_release_s: the down hook names the idle workers (both, or the first to
+    # pass the idle time); the hook stops the agent, which drains and leaves.
     try:
         wait_until(lambda: len(calls(d)) >= 2, 30 * SLOW, "the scale-down hook to be called")
     except AssertionError:
         raise AssertionError(json.dumps(scale_view(head)["recommendation"]))
     down = calls(d)[1]
     assert down["GPUQ_SCALE_ACTION"] == "down"
-    assert sorted(down["GPUQ_SCALE_WORKERS"].split()) == ["scaled-gpu0", "scaled-gpu1"]
-    assert down["GPUQ_SCALE_COUNT"] == "2"
-    assert "release 2 GPU(s)" in down["GPUQ_SCALE_REASON"]
+    named = down["GPUQ_SCALE_WORKERS"].split()
+    assert named and set(named) <= {"scaled-gpu0", "scaled-gpu1"}, down
+    assert down["GPUQ_SCALE_COUNT"] == str(len(named))
+    assert f"release {len(named)} GPU(s) idle over 3 s" in down["GPUQ_SCALE_REASON"]
     with open(os.path.join(d, "agent.pid")) as f:
         pid = int(f.read())
 
@@ -178,17 +183,18 @@ def test_scale_up_hook_starts_an_agent_that_takes_work_and_is_released_when_idle
     wait_until(lambda: not head.admin().get("/v1/workers").json()["workers"], 30 * SLOW,
                "the released workers to leave the registry")
     v = scale_view(head)
-    hooks = v["hooks"]
-    assert [h["action"] for h in hooks[:2]] == ["down", "up"]
-    assert all(h["exit_code"] == 0 and not h["running"] for h in hooks[:2]), hooks
-    assert "started agent" in hooks[1]["output"]
+    hooks = v["hooks"]  # newest first
+    assert hooks[-1]["action"] == "up" and "started agent" in hooks[-1]["output"], hooks
+    assert all(h["action"] == "down" for h in hooks[:-1]), hooks
+    assert all(h["exit_code"] == 0 and not h["running"] for h in hooks), hooks
     with open(os.path.join(d, "agent.log"), "rb") as f:
         assert b"drained" in f.read()
     log = head.tail(20000)
     assert "up hook (class %s, count 2) exited 0" % CLASS in log
     assert "ready" in log and "after its provision request" in log
-    # No flapping: one action each way.
-    assert len(calls(d)) == 2 and v["actions"] == {"up": 1, "down": 1}
+    # No flapping: one scale-up, and releases only (at most one per worker).
+    assert [x["GPUQ_SCALE_ACTION"] for x in calls(d)].count("up") == 1
+    assert v["actions"]["up"] == 1 and 1 <= v["actions"]["down"] <= 2, v["actions"]
 
 
 def test_scale_dry_run_only_logs(head_factory, tmp_path):
