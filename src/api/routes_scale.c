@@ -41,6 +41,12 @@ static void put_rec(struct buf *out, const struct scale_view *v)
     put_num(out, "throughput", r->throughput);
     put_num(out, "cold_start_s", r->cold_start_s);
     put_num(out, "k", r->k);
+    buf_printf(out, ",\"lane\":\"%s\"", r->lane == ADVISOR_LANE_INTERACTIVE ? "interactive"
+                                         : r->lane == ADVISOR_LANE_BATCH     ? "batch"
+                                         : r->lane == ADVISOR_LANE_BOTH      ? "both"
+                                                                             : "none");
+    put_num(out, "backlog_interactive_gpu_s", r->backlog_interactive_gpu_s);
+    put_num(out, "backlog_batch_gpu_s", r->backlog_batch_gpu_s);
     put_num(out, "threshold_gpu_s", r->threshold_gpu_s);
     put_num(out, "load", r->load);
     put_num(out, "utilization_before", r->util_before);
@@ -58,11 +64,13 @@ void route_scale_get(const struct route_call *c)
     struct buf *out = &c->resp->body;
     buf_reset(out);
     buf_printf(out,
-               "{\"enabled\":%s,\"dry_run\":%s,\"settings\":{\"k\":%g,\"target_utilization\":%g,"
+               "{\"enabled\":%s,\"dry_run\":%s,\"settings\":{\"k\":%g,\"k_interactive\":%g,"
+               "\"target_utilization\":%g,"
                "\"down_utilization\":%g,\"max_gpus\":%d,\"min_gpus\":%d,\"max_step\":%d,"
                "\"idle_release_s\":%g,\"cooldown_s\":%g,\"cold_start_prior_s\":%g,"
                "\"cold_start_alpha\":%g}",
-               v->enabled ? "true" : "false", v->dry_run ? "true" : "false", p->k,
+               v->enabled ? "true" : "false", v->dry_run ? "true" : "false", p->k_batch,
+               p->k_interactive,
                p->up_utilization, p->down_utilization, p->max_gpus, p->min_gpus, p->max_step,
                p->idle_release_s, p->cooldown_s, p->cold_start_prior_s, p->alpha);
     if (v->enabled) {

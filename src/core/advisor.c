@@ -2,6 +2,7 @@
 #include "core/advisor.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +40,8 @@ struct advisor {
 void advisor_policy_defaults(struct advisor_policy *p)
 {
     memset(p, 0, sizeof *p);
-    p->k = 2;
+    p->k_batch = 2;
+    p->k_interactive = 0.25;
     p->up_utilization = 0.8;
     p->down_utilization = 0.5;
     p->max_gpus = 8;
@@ -55,8 +57,10 @@ void advisor_policy_defaults(struct advisor_policy *p)
 int advisor_policy_check(const struct advisor_policy *p, char *why, size_t size)
 {
     const char *bad = NULL;
-    if (!(p->k > 0))
-        bad = "k: must be > 0";
+    if (!(p->k_batch > 0))
+        bad = "k_batch: must be > 0";
+    else if (!(p->k_interactive > 0))
+        bad = "k_interactive: must be > 0";
     else if (!(p->up_utilization > 0 && p->up_utilization <= 1))
         bad = "target_utilization: must be in (0, 1]";
     else if (!(p->down_utilization > 0 && p->down_utilization < p->up_utilization))
@@ -276,20 +280,51 @@ static const char *fmt_util(char *b, size_t n, double u)
     return b;
 }
 
+/* Writes r's reason (cut to fit). */
+static void say(struct advisor_rec *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(struct advisor_rec *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->reason, sizeof r->reason, fmt, ap);
+    va_end(ap);
+}
+
+static const char *lane_name(enum advisor_lane l)
+{
+    static const char *const names[] = {"no lane", "interactive", "batch", "both lanes"};
+    return names[l];
+}
+
+/* Writes both lanes' arithmetic: "interactive 60.0 GPU-s > k_interactive 0.25 x
+ * C 180 s = 45.0; batch 0.0 GPU-s <= k_batch 2 x C 180 s = 360.0". */
+static const char *fmt_lanes(char *b, size_t n, const struct advisor_rec *r)
+{
+    snprintf(b, n,
+             "interactive backlog %.1f GPU-s %s k_interactive %.3g x cold start %.3g s = %.1f; "
+             "batch backlog %.1f GPU-s %s k_batch %.3g x %.3g s = %.1f",
+             r->backlog_interactive_gpu_s,
+             r->backlog_interactive_gpu_s > r->threshold_interactive_gpu_s ? ">" : "<=",
+             r->k_interactive, r->cold_start_s, r->threshold_interactive_gpu_s,
+             r->backlog_batch_gpu_s, r->backlog_batch_gpu_s > r->threshold_batch_gpu_s ? ">" : "<=",
+             r->k_batch, r->cold_start_s, r->threshold_batch_gpu_s);
+    return b;
+}
+
 static void decide_down(const struct advisor *a, const struct advisor_input *in,
                         struct advisor_rec *r)
 {
     const struct advisor_policy *p = &a->p;
-    char ub[32], ua[32];
+    char ub[32], ua[32], lb[300];
     if (r->pending > 0) {
-        snprintf(r->reason, sizeof r->reason,
+        say(r,
                  "hold: %d GPU(s) requested and not ready yet; utilization %s", r->pending,
                  fmt_util(ub, sizeof ub, r->util_before));
         return;
     }
     const struct advisor_gpu **idle = calloc((size_t)in->ngpus + 1, sizeof *idle);
     if (!idle) {
-        snprintf(r->reason, sizeof r->reason, "hold: out of memory");
+        say(r, "hold: out of memory");
         return;
     }
     int nidle = 0, nprot = 0;
@@ -318,17 +353,15 @@ static void decide_down(const struct advisor *a, const struct advisor_input *in,
     free(idle);
     if (m == 0) {
         if (nidle > 0)
-            snprintf(r->reason, sizeof r->reason,
+            say(r,
                      "hold: %d GPU(s) idle over %.0f s, but releasing one would leave "
                      "utilization over %.2f (or under min_gpus %d); utilization %s",
                      nidle, p->idle_release_s, p->down_utilization, p->min_gpus,
                      fmt_util(ub, sizeof ub, r->util_before));
         else
-            snprintf(r->reason, sizeof r->reason,
-                     "hold: utilization %s <= %.2f and backlog %.1f GPU-s <= k %.3g x cold "
-                     "start %.3g s = %.1f GPU-s; no GPU idle over %.0f s%s",
-                     fmt_util(ub, sizeof ub, r->util_before), p->up_utilization,
-                     r->backlog_gpu_s, r->k, r->cold_start_s, r->threshold_gpu_s,
+            say(r,
+                     "hold: utilization %s; %s; no GPU idle over %.0f s%s",
+                     fmt_util(ub, sizeof ub, r->util_before), fmt_lanes(lb, sizeof lb, r),
                      p->idle_release_s,
                      nprot ? " (idle ones hold a model queued work needs)" : "");
         return;
@@ -336,12 +369,12 @@ static void decide_down(const struct advisor *a, const struct advisor_input *in,
     r->action = ADVISOR_DOWN;
     r->count = m;
     r->util_after = util_of(r->load, r->gpus - m, r->speed);
-    snprintf(r->reason, sizeof r->reason,
-             "release %d GPU(s) idle over %.0f s: backlog %.1f GPU-s <= k %.3g x cold start "
-             "%.3g s = %.1f GPU-s; utilization %s -> %s (<= %.2f) with %d GPU(s)",
-             m, p->idle_release_s, r->backlog_gpu_s, r->k, r->cold_start_s,
-             r->threshold_gpu_s, fmt_util(ub, sizeof ub, r->util_before),
-             fmt_util(ua, sizeof ua, r->util_after), p->down_utilization, r->gpus - m);
+    say(r,
+             "release %d GPU(s) idle over %.0f s: %s; utilization %s -> %s (<= %.2f) with "
+             "%d GPU(s)",
+             m, p->idle_release_s, fmt_lanes(lb, sizeof lb, r),
+             fmt_util(ub, sizeof ub, r->util_before), fmt_util(ua, sizeof ua, r->util_after),
+             p->down_utilization, r->gpus - m);
 }
 
 int advisor_decide(const struct advisor *a, const struct advisor_input *in, int64_t now,
@@ -356,42 +389,56 @@ int advisor_decide(const struct advisor *a, const struct advisor_input *in, int6
         const struct advisor_demand *d = &in->demands[i];
         if (!(d->backlog_gpu_s >= 0) || !(d->throughput >= 0))
             return GPUQ_EINVAL;
-        r->backlog_gpu_s += d->backlog_gpu_s;
+        if (d->lane == SCHED_LANE_INTERACTIVE)
+            r->backlog_interactive_gpu_s += d->backlog_gpu_s;
+        else
+            r->backlog_batch_gpu_s += d->backlog_gpu_s;
         r->throughput += d->throughput;
     }
+    r->backlog_gpu_s = r->backlog_interactive_gpu_s + r->backlog_batch_gpu_s;
     for (int i = 0; i < in->ngpus; i++)
         r->gpus += !in->gpus[i].draining;
     snprintf(r->cls, sizeof r->cls, "%s", in->up_class);
     r->pending = advisor_pending(a, now);
     r->max_gpus = p->max_gpus;
-    r->k = p->k;
+    r->k_interactive = p->k_interactive;
+    r->k_batch = p->k_batch;
     r->speed = in->speed > 0 ? in->speed : 1.0;
     r->cold_start_s = advisor_cold_start(a, in->up_class);
-    r->threshold_gpu_s = p->k * r->cold_start_s;
-    r->load = r->throughput + r->backlog_gpu_s / r->threshold_gpu_s;
+    r->threshold_interactive_gpu_s = p->k_interactive * r->cold_start_s;
+    r->threshold_batch_gpu_s = p->k_batch * r->cold_start_s;
+    r->load = r->throughput + r->backlog_interactive_gpu_s / r->threshold_interactive_gpu_s +
+              r->backlog_batch_gpu_s / r->threshold_batch_gpu_s;
     int n = r->gpus + r->pending;
     r->util_before = util_of(r->load, n, r->speed);
     r->util_after = r->util_before;
     double since = a->acted ? (double)(now - a->last_action_ns) / NS_S : INFINITY;
     r->cooldown_left_s = since < p->cooldown_s ? p->cooldown_s - since : 0;
-    char ub[32], ua[32];
+    char ub[32], ua[32], lb[300];
+
+    bool over_i = r->backlog_interactive_gpu_s > r->threshold_interactive_gpu_s;
+    bool over_b = r->backlog_batch_gpu_s > r->threshold_batch_gpu_s;
+    r->lane = (over_i ? ADVISOR_LANE_INTERACTIVE : 0) | (over_b ? ADVISOR_LANE_BATCH : 0);
+    bool inter_only = r->lane == ADVISOR_LANE_INTERACTIVE;
+    r->k = inter_only ? r->k_interactive : r->k_batch;
+    r->threshold_gpu_s = inter_only ? r->threshold_interactive_gpu_s : r->threshold_batch_gpu_s;
+    fmt_lanes(lb, sizeof lb, r);
 
     /* With no GPU at all, any queued work is worth one: it would wait forever. */
     bool starved = n == 0 && r->backlog_gpu_s > 0;
-    bool worth = r->backlog_gpu_s > r->threshold_gpu_s || starved;
+    bool worth = over_i || over_b || starved;
     bool hot = r->util_before > p->up_utilization;
     if (worth && hot) {
         if (r->cooldown_left_s > 0) {
-            snprintf(r->reason, sizeof r->reason,
-                     "hold: cooling down (%.0f s left) though backlog %.1f GPU-s > k %.3g x "
-                     "cold start %.3g s = %.1f GPU-s and utilization %s > %.2f",
-                     r->cooldown_left_s, r->backlog_gpu_s, r->k, r->cold_start_s,
-                     r->threshold_gpu_s, fmt_util(ub, sizeof ub, r->util_before),
+            say(r,
+                     "hold: cooling down (%.0f s left) though %s; utilization %s > %.2f",
+                     r->cooldown_left_s, lb, fmt_util(ub, sizeof ub, r->util_before),
                      p->up_utilization);
             return 0;
         }
         int want = (int)ceil(r->load / (p->up_utilization * r->speed) - 1e-9) - n;
-        int pay = (int)floor(r->backlog_gpu_s / r->threshold_gpu_s);
+        int pay = (int)floor(r->backlog_interactive_gpu_s / r->threshold_interactive_gpu_s) +
+                  (int)floor(r->backlog_batch_gpu_s / r->threshold_batch_gpu_s);
         if (starved && pay < 1)
             pay = 1;
         int room = p->max_gpus - n;
@@ -399,7 +446,7 @@ int advisor_decide(const struct advisor *a, const struct advisor_input *in, int6
         const char *limit = "to bring utilization to the target";
         if (add > pay) {
             add = pay;
-            limit = "one per k cold starts of backlog";
+            limit = "one per k cold starts of its lane's backlog";
         }
         if (p->max_step > 0 && add > p->max_step) {
             add = p->max_step;
@@ -410,43 +457,36 @@ int advisor_decide(const struct advisor *a, const struct advisor_input *in, int6
             limit = "the maximum fleet size";
         }
         if (add <= 0) {
-            snprintf(r->reason, sizeof r->reason,
+            say(r,
                      "hold: at the maximum fleet size (%d GPU(s) with %d pending, max %d) "
-                     "though backlog %.1f GPU-s > k %.3g x cold start %.3g s = %.1f GPU-s and "
-                     "utilization %s > %.2f",
-                     r->gpus, r->pending, p->max_gpus, r->backlog_gpu_s, r->k, r->cold_start_s,
-                     r->threshold_gpu_s, fmt_util(ub, sizeof ub, r->util_before),
-                     p->up_utilization);
+                     "though %s; utilization %s > %.2f",
+                     r->gpus, r->pending, p->max_gpus, lb,
+                     fmt_util(ub, sizeof ub, r->util_before), p->up_utilization);
             return 0;
         }
         r->action = ADVISOR_UP;
         r->count = add;
         r->util_after = util_of(r->load, n + add, r->speed);
-        snprintf(r->reason, sizeof r->reason,
-                 "add %d %s GPU(s) (%s): backlog %.1f GPU-s > k %.3g x cold start %.3g s = "
-                 "%.1f GPU-s; load %.3f GPU-s/s (throughput %.3f + backlog / %.1f s); "
-                 "utilization %s -> %s with %d GPU(s) (%d pending, max %d)",
-                 add, in->up_class, limit, r->backlog_gpu_s, r->k, r->cold_start_s,
-                 r->threshold_gpu_s, r->load, r->throughput, r->threshold_gpu_s,
-                 fmt_util(ub, sizeof ub, r->util_before), fmt_util(ua, sizeof ua, r->util_after),
-                 n + add, r->pending, p->max_gpus);
+        say(r,
+                 "add %d %s GPU(s) for %s (%s): %s; load %.3f GPU-s/s (throughput %.3f + "
+                 "backlogs over k cold starts); utilization %s -> %s with %d GPU(s) "
+                 "(%d pending, max %d)",
+                 add, in->up_class, starved && !r->lane ? "work no GPU can serve"
+                                                        : lane_name(r->lane),
+                 limit, lb, r->load, r->throughput, fmt_util(ub, sizeof ub, r->util_before),
+                 fmt_util(ua, sizeof ua, r->util_after), n + add, r->pending, p->max_gpus);
         return 0;
     }
     if (worth) { /* the queue is long, but the fleet on hand (or coming) keeps up */
-        snprintf(r->reason, sizeof r->reason,
-                 "hold: backlog %.1f GPU-s > k %.3g x cold start %.3g s = %.1f GPU-s, but "
-                 "utilization %s <= target %.2f with %d GPU(s) (%d pending)",
-                 r->backlog_gpu_s, r->k, r->cold_start_s, r->threshold_gpu_s,
+        say(r,
+                 "hold: %s, but utilization %s <= target %.2f with %d GPU(s) (%d pending)", lb,
                  fmt_util(ub, sizeof ub, r->util_before), p->up_utilization, r->gpus,
                  r->pending);
         return 0;
     }
     if (r->cooldown_left_s > 0) {
-        snprintf(r->reason, sizeof r->reason,
-                 "hold: cooling down (%.0f s left); backlog %.1f GPU-s <= k %.3g x cold start "
-                 "%.3g s = %.1f GPU-s; utilization %s",
-                 r->cooldown_left_s, r->backlog_gpu_s, r->k, r->cold_start_s,
-                 r->threshold_gpu_s, fmt_util(ub, sizeof ub, r->util_before));
+        say(r, "hold: cooling down (%.0f s left); %s; "
+                 "utilization %s", r->cooldown_left_s, lb, fmt_util(ub, sizeof ub, r->util_before));
         return 0;
     }
     decide_down(a, in, r);

@@ -8,20 +8,25 @@
  * delivers `speed` GPU-seconds of work per second (1 when not measured).
  *
  * Scale-up (the seed's rule: a GPU is worth its cold start C only when the
- * queue holds more than k x C of work):
- *   B      = the backlog (sum over capabilities and lanes)
+ * queue holds more than k x C of work), judged per lane: batch work can wait
+ * k_batch (2) cold starts; interactive work cannot, so its k_interactive is
+ * small (0.25):
+ *   Bi, Bb = the interactive and batch backlogs (sums over capabilities;
+ *            a demand whose lane is not interactive counts as batch)
+ *   Ti, Tb = k_interactive x C, k_batch x C   (the lanes' thresholds)
  *   n      = GPUs serving now + GPUs requested and not ready yet
- *   load   = throughput + B / (k x C)   (work arriving, plus the backlog
- *            cleared over k cold starts), GPU-seconds per second
+ *   load   = throughput + Bi / Ti + Bb / Tb  (work arriving, plus each
+ *            backlog cleared over its lane's k cold starts), GPU-s per second
  *   u      = load / (n x speed)          (utilization before)
- *   Up only when B > k x C (or n = 0 and B > 0: work nothing can serve),
- *   u > up_utilization, and the cool-down since the
+ *   Up only when Bi > Ti or Bb > Tb (or n = 0 and Bi + Bb > 0: work nothing
+ *   can serve), u > up_utilization, and the cool-down since the
  *   last action has passed. N = the GPUs that bring u to up_utilization or
- *   under, at most floor(B / (k x C)) (each new GPU must have k cold starts of
- *   work waiting for it), at most max_step, and n + N <= max_gpus.
- *   u_after = load / ((n + N) x speed).
+ *   under, at most floor(Bi / Ti) + floor(Bb / Tb) (each new GPU must have
+ *   its lane's k cold starts of work waiting for it), at most max_step, and
+ *   n + N <= max_gpus. u_after = load / ((n + N) x speed). The
+ *   recommendation names the lane that drove it (rec.lane).
  * Scale-down: GPUs idle (nothing running) longer than idle_release_s, while
- *   no GPU is pending, B <= k x C, the cool-down has passed, and the
+ *   no GPU is pending, Bi <= Ti and Bb <= Tb, the cool-down has passed, and the
  *   utilization after releasing them stays at or under down_utilization
  *   (lower than up_utilization: the gap between the two thresholds is the
  *   hysteresis). Never a GPU that holds a pinned or hot (loaded) model
@@ -51,10 +56,11 @@
 #define ADVISOR_MAX_PENDING 256
 #define ADVISOR_MAX_RELEASE 64
 
-/* Invariant (advisor_policy_check): k > 0; 0 < down_utilization <
+/* Invariant (advisor_policy_check): k_batch > 0, k_interactive > 0; 0 < down_utilization <
  * up_utilization <= 1; max_gpus >= min_gpus >= 0; times >= 0; 0 < alpha <= 1. */
 struct advisor_policy {
-    double k;                  /* backlog must exceed k x cold start; default 2 */
+    double k_batch;            /* batch backlog must exceed k_batch x cold start; default 2 */
+    double k_interactive;      /* the same for interactive backlog; default 0.25 */
     double up_utilization;     /* target utilization: scale up past it; default 0.8 */
     double down_utilization;   /* release only while utilization stays under; default 0.5 */
     int max_gpus;              /* the fleet's maximum size (budget); default 8 */
@@ -95,18 +101,25 @@ struct advisor_input {
 };
 
 enum advisor_action { ADVISOR_HOLD = 0, ADVISOR_UP = 1, ADVISOR_DOWN = 2 };
+/* Which lane's backlog drove a recommendation. */
+enum advisor_lane { ADVISOR_LANE_NONE = 0, ADVISOR_LANE_INTERACTIVE = 1, ADVISOR_LANE_BATCH = 2,
+                    ADVISOR_LANE_BOTH = 3 };
 
 struct advisor_rec {
     enum advisor_action action;
     char cls[SCHED_NAME_MAX];  /* ADVISOR_UP: the class to add */
     int count;                 /* GPUs to add or release */
     char release[ADVISOR_MAX_RELEASE][SCHED_NAME_MAX]; /* ADVISOR_DOWN: worker ids */
-    /* the arithmetic */
+    enum advisor_lane lane;    /* the lane(s) over their threshold (NONE: neither) */
+    /* the arithmetic; k and threshold_gpu_s are the driving lane's (batch's
+     * when neither or both lanes drive) */
     double backlog_gpu_s, throughput, cold_start_s, k, threshold_gpu_s;
+    double backlog_interactive_gpu_s, backlog_batch_gpu_s;
+    double k_interactive, k_batch, threshold_interactive_gpu_s, threshold_batch_gpu_s;
     double speed, load, util_before, util_after;
     int gpus, pending, max_gpus;
     double cooldown_left_s;
-    char reason[400];
+    char reason[512];
 };
 
 struct advisor_class_info {

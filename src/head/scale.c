@@ -97,9 +97,10 @@ struct scale *scale_create(const struct head_config *cfg)
     s->interval_ns = (int64_t)cfg->scale_interval_ms * 1000000;
     for (int i = 0; i < MAX_HOOKS; i++)
         s->hooks[i].fd = -1;
-    log_info(MOD, "advisor on%s: k %g, target utilization %.2f, down %.2f, max %d GPUs, "
+    log_info(MOD, "advisor on%s: k_batch %g, k_interactive %g, target utilization %.2f, down %.2f, max %d GPUs, "
              "idle release %.0f s, cool-down %.0f s, cold start prior %.0f s",
-             s->dry_run ? " (dry run)" : "", cfg->scale.k, cfg->scale.up_utilization,
+             s->dry_run ? " (dry run)" : "", cfg->scale.k_batch,
+             cfg->scale.k_interactive, cfg->scale.up_utilization,
              cfg->scale.down_utilization, cfg->scale.max_gpus, cfg->scale.idle_release_s,
              cfg->scale.cooldown_s, cfg->scale.cold_start_prior_s);
     return s;
@@ -170,7 +171,7 @@ static int spawn(struct scale *s, const char *cmd, const char *action, const cha
             hk = &s->hooks[i];
     if (!hk)
         return GPUQ_ENOSPC;
-    char e_action[64], e_cls[128], e_count[64], e_workers[600], e_reason[480], e_url[300];
+    char e_action[64], e_cls[128], e_count[64], e_workers[600], e_reason[560], e_url[300];
     snprintf(e_action, sizeof e_action, "GPUQ_SCALE_ACTION=%s", action);
     snprintf(e_cls, sizeof e_cls, "GPUQ_SCALE_CLASS=%s", cls);
     snprintf(e_count, sizeof e_count, "GPUQ_SCALE_COUNT=%d", count);

@@ -128,7 +128,9 @@ static int load_wl(const char *path, struct scale_wl *w, char *err, size_t n)
     advisor_policy_defaults(&w->adv);
     w->adv.max_gpus = w->max_gpus;
     json_t *a = json_object_get(o, "advisor");
-    w->adv.k = num(a, "k", w->adv.k);
+    w->adv.k_batch = num(a, "k", w->adv.k_batch);
+    w->adv.k_batch = num(a, "k_batch", w->adv.k_batch);
+    w->adv.k_interactive = num(a, "k_interactive", w->adv.k_interactive);
     w->adv.up_utilization = num(a, "target_utilization", w->adv.up_utilization);
     w->adv.down_utilization = num(a, "down_utilization", w->adv.down_utilization);
     w->adv.min_gpus = (int)num(a, "min_gpus", w->adv.min_gpus);

@@ -40,6 +40,7 @@ static struct advisor_input input(struct advisor_demand *d, double backlog, doub
 {
     memset(d, 0, sizeof *d);
     snprintf(d->capability, sizeof d->capability, "video");
+    d->lane = SCHED_LANE_BATCH; /* these tests judge the k_batch (2) rule */
     d->backlog_gpu_s = backlog;
     d->throughput = thr;
     struct advisor_input in = {.demands = d, .ndemands = 1, .gpus = g, .ngpus = ng,
@@ -87,7 +88,7 @@ static void test_scale_up_over_threshold(void **state)
     assert_float_equal(r.load, 5.6, 1e-9);
     assert_float_equal(r.util_before, 2.8, 1e-9);
     assert_float_equal(r.util_after, 5.6 / 6, 1e-9);
-    assert_non_null(strstr(r.reason, "k 2 x cold start 180 s = 360.0 GPU-s"));
+    assert_non_null(strstr(r.reason, "k_batch 2 x 180 s = 360.0"));
     /* Acting on it: four requests pending count as capacity on the way. */
     advisor_acted(a, &r, S(1000));
     assert_int_equal(advisor_pending(a, S(1001)), 4);
@@ -316,9 +317,9 @@ static void test_policy_check(void **state)
     assert_non_null(strstr(why, "down_utilization"));
     assert_null(advisor_create(&p));
     advisor_policy_defaults(&p);
-    p.k = 0;
+    p.k_batch = 0;
     assert_int_equal(advisor_policy_check(&p, why, sizeof why), GPUQ_EINVAL);
-    assert_non_null(strstr(why, "k:"));
+    assert_non_null(strstr(why, "k_batch:"));
     struct advisor *a = make();
     struct advisor_rec r;
     struct advisor_input in = {.up_class = NULL};
