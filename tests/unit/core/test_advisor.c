@@ -290,6 +290,75 @@ static void test_pending_timeout_and_failure(void **state)
     advisor_destroy(a);
 }
 
+/* Two busy GPUs (throughput 2), cold start 180 s: the interactive lane's
+ * threshold is k_interactive 0.25 x 180 = 45 GPU-s, the batch lane's
+ * k_batch 2 x 180 = 360 GPU-s. */
+static struct advisor_rec decide_lanes(double inter, double batch)
+{
+    struct advisor *a = make();
+    struct advisor_gpu g[2];
+    gpu(&g[0], "w0", true, 0);
+    gpu(&g[1], "w1", true, 0);
+    struct advisor_demand d[2];
+    memset(d, 0, sizeof d);
+    snprintf(d[0].capability, sizeof d[0].capability, "chat");
+    d[0].lane = SCHED_LANE_INTERACTIVE;
+    d[0].backlog_gpu_s = inter;
+    d[0].throughput = 2.0;
+    snprintf(d[1].capability, sizeof d[1].capability, "video");
+    d[1].lane = SCHED_LANE_BATCH;
+    d[1].backlog_gpu_s = batch;
+    struct advisor_input in = {.demands = d, .ndemands = 2, .gpus = g, .ngpus = 2,
+                               .speed = 1, .up_class = "L4"};
+    struct advisor_rec r;
+    assert_int_equal(advisor_decide(a, &in, S(1000), &r), 0);
+    advisor_destroy(a);
+    return r;
+}
+
+/* 60 GPU-s of interactive work queued: over its 45 GPU-s threshold, so a GPU
+ * is added, though batch is empty and 60 is far under k_batch's 360. */
+static void test_interactive_lane_scales_up(void **state)
+{
+    (void)state;
+    struct advisor_rec r = decide_lanes(60, 0);
+    assert_int_equal(r.action, ADVISOR_UP);
+    assert_int_equal(r.lane, ADVISOR_LANE_INTERACTIVE);
+    assert_int_equal(r.count, 1); /* floor(60 / 45): one GPU per 45 GPU-s waiting */
+    assert_float_equal(r.threshold_gpu_s, 45, 1e-9);
+    assert_float_equal(r.k, 0.25, 1e-9);
+    assert_non_null(strstr(r.reason, "for interactive"));
+    assert_non_null(strstr(r.reason, "interactive backlog 60.0 GPU-s > k_interactive 0.25"));
+    /* The same 60 GPU-s as batch work waits: under 2 cold starts. */
+    r = decide_lanes(0, 60);
+    assert_int_equal(r.action, ADVISOR_HOLD);
+    assert_int_equal(r.lane, ADVISOR_LANE_NONE);
+    assert_non_null(strstr(r.reason, "batch backlog 60.0 GPU-s <= k_batch 2"));
+}
+
+/* 400 GPU-s of batch work (over 360) adds a GPU while 40 GPU-s of interactive
+ * work (under 45) alone does not; the batch lane is named as the driver. */
+static void test_batch_lane_scales_up(void **state)
+{
+    (void)state;
+    struct advisor_rec r = decide_lanes(40, 0);
+    assert_int_equal(r.action, ADVISOR_HOLD);
+    assert_true(r.util_before > 0.8); /* hot, but no lane is over its threshold */
+    r = decide_lanes(40, 400);
+    assert_int_equal(r.action, ADVISOR_UP);
+    assert_int_equal(r.lane, ADVISOR_LANE_BATCH);
+    assert_int_equal(r.count, 1); /* floor(40 / 45) + floor(400 / 360) */
+    assert_float_equal(r.threshold_gpu_s, 360, 1e-9);
+    assert_float_equal(r.backlog_interactive_gpu_s, 40, 1e-9);
+    assert_float_equal(r.backlog_batch_gpu_s, 400, 1e-9);
+    assert_non_null(strstr(r.reason, "for batch"));
+    /* Both over: both named, and each lane's share of GPUs counted. */
+    r = decide_lanes(100, 800);
+    assert_int_equal(r.action, ADVISOR_UP);
+    assert_int_equal(r.lane, ADVISOR_LANE_BOTH);
+    assert_int_equal(r.count, 4); /* floor(100 / 45) + floor(800 / 360) */
+}
+
 /* No GPU at all and work queued: one GPU, whatever the threshold. */
 static void test_empty_fleet_gets_one(void **state)
 {
@@ -340,6 +409,8 @@ int main(void)
         cmocka_unit_test(test_cold_start_learned),
         cmocka_unit_test(test_pending_timeout_and_failure),
         cmocka_unit_test(test_empty_fleet_gets_one),
+        cmocka_unit_test(test_interactive_lane_scales_up),
+        cmocka_unit_test(test_batch_lane_scales_up),
         cmocka_unit_test(test_policy_check),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
