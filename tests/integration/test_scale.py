@@ -56,7 +56,7 @@ allow_unserved = true
 [scale]
 enabled = true
 dry_run = {"true" if dry_run else "false"}
-k = 2
+k_batch = 2
 target_utilization = 0.8
 down_utilization = 0.5
 max_gpus = 2
@@ -134,7 +134,9 @@ def test_scale_up_hook_starts_an_agent_that_takes_work_and_is_released_when_idle
     assert up["GPUQ_SCALE_ACTION"] == "up"
     assert up["GPUQ_SCALE_CLASS"] == CLASS
     assert up["GPUQ_SCALE_COUNT"] == "2"
-    assert "k 2 x cold start 1 s" in up["GPUQ_SCALE_REASON"]
+    # The jobs are interactive: their lane drove it, judged by k_interactive (0.25).
+    assert "for interactive" in up["GPUQ_SCALE_REASON"]
+    assert "k_interactive 0.25 x cold start 1 s" in up["GPUQ_SCALE_REASON"]
 
     # The new agent's GPUs take the work.
     def all_done():
