@@ -1530,6 +1530,7 @@ EXT_ROUTE(batch_delete)
 EXT_ROUTE(batch_list)
 EXT_ROUTE(backlog_get)
 EXT_ROUTE(capacity_get)
+EXT_ROUTE(scale_get)
 EXT_ROUTE(worker_tokens_list)
 EXT_ROUTE(worker_token_revoke)
 
@@ -1573,6 +1574,7 @@ static const struct route routes[] = {
     /* admin */
     {"GET", "/v1/capacity", capacity_get, ADMIN, BODY_NONE,
      "the capacity budget needs the admin key"},
+    {"GET", "/v1/scale", scale_get, ADMIN, BODY_NONE, "the autoscaling advisor needs the admin key"},
     {"POST", "/v1/tenants", post_tenant, ADMIN, BODY_JSON, "this call needs the admin key"},
     {"GET", "/v1/tenants", list_tenants, ADMIN, BODY_NONE, "this call needs the admin key"},
     {"POST", "/v1/worker-tokens", post_worker_token, ADMIN, BODY_JSON,

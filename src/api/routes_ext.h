@@ -31,6 +31,9 @@ void route_batch_list(const struct route_call *c);
 void route_backlog_get(const struct route_call *c);
 void route_capacity_get(const struct route_call *c);
 
+/* routes_scale.c (docs/api: scale) */
+void route_scale_get(const struct route_call *c);
+
 /* routes_tokens.c (docs/api: worker tokens) */
 void route_worker_tokens_list(const struct route_call *c);
 void route_worker_token_revoke(const struct route_call *c);

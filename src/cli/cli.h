@@ -67,6 +67,7 @@ int cmd_batch_cancel(int argc, char **argv);
 int cmd_batch_ls(int argc, char **argv);
 int cmd_backlog(int argc, char **argv);
 int cmd_capacity(int argc, char **argv);
+int cmd_scale(int argc, char **argv); /* cmd_scale.c */
 int cmd_top(int argc, char **argv);
 /* cmd_ops.c */
 int cmd_result(int argc, char **argv);

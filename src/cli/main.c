@@ -24,6 +24,7 @@ static const struct command commands[] = {
     {"batch", "ls", cmd_batch_ls, "list your batches"},
     {"backlog", NULL, cmd_backlog, "work waiting in GPU-seconds per capability, lane, tenant"},
     {"capacity", NULL, cmd_capacity, "GPU-seconds a minute each batch tenant can be promised"},
+    {"scale", NULL, cmd_scale, "the autoscaling advisor: recommendation, cold starts (admin)"},
     {"result", NULL, cmd_result, "download a succeeded job's result (-o FILE, --out DIR)"},
     {"wait", NULL, cmd_wait, "follow a job to its end; the exit status tells the outcome"},
     {"tenant", "add", cmd_tenant_add, "create a tenant and print its API key (admin)"},

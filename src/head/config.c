@@ -83,6 +83,9 @@ void config_defaults(struct head_config *cfg)
     cfg->capacity_window_s = 300;
     sched_config_defaults(&cfg->sched);
     admit_policy_defaults(&cfg->admit);
+    advisor_policy_defaults(&cfg->scale);
+    cfg->scale_hook_timeout_s = 60;
+    cfg->scale_interval_ms = 1000;
     /* The seeds' cluster (seed 002/003): sizes and load times of its models. */
     add_model(cfg, "image-v2", 22000, 4800, MODEL_GENERATION, 2.5);
     add_model(cfg, "image-hq", 24000, 6000, MODEL_GENERATION, 6.0);
@@ -204,6 +207,26 @@ static const struct key_def keys[] = {
           1e12),
     K_DBL("admission", "default_burst_gpu_s", admit.tenant_default.burst_gpu_s, 0, 1e12),
     K_INT("admission", "default_max_inflight", admit.tenant_default.max_inflight, 0, 1000000000),
+    K_CHOICE("scale", "enabled", scale_enabled, "true", "false"),
+    K_CHOICE("scale", "dry_run", scale_dry_run, "true", "false"),
+    K_DBL("scale", "k", scale.k_batch, 0.01, 1000),
+    K_DBL("scale", "k_batch", scale.k_batch, 0.01, 1000),
+    K_DBL("scale", "k_interactive", scale.k_interactive, 0.01, 1000),
+    K_DBL("scale", "target_utilization", scale.up_utilization, 0.01, 1),
+    K_DBL("scale", "down_utilization", scale.down_utilization, 0.001, 0.999),
+    K_INT("scale", "max_gpus", scale.max_gpus, 0, 100000),
+    K_INT("scale", "min_gpus", scale.min_gpus, 0, 100000),
+    K_INT("scale", "max_step", scale.max_step, 0, 100000),
+    K_DBL("scale", "idle_release_s", scale.idle_release_s, 0, 1e7),
+    K_DBL("scale", "cooldown_s", scale.cooldown_s, 0, 1e7),
+    K_DBL("scale", "cold_start_prior_s", scale.cold_start_prior_s, 0.001, 1e6),
+    K_DBL("scale", "cold_start_alpha", scale.alpha, 0.001, 1),
+    K_DBL("scale", "pending_timeout_s", scale.pending_timeout_s, 1, 1e7),
+    K_STR("scale", "class", scale_class, 0),
+    K_STR("scale", "scale_up_cmd", scale_up_cmd, 0),
+    K_STR("scale", "scale_down_cmd", scale_down_cmd, 0),
+    K_INT("scale", "hook_timeout_s", scale_hook_timeout_s, 1, 86400),
+    K_INT("scale", "interval_ms", scale_interval_ms, 50, 3600000),
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -554,6 +577,11 @@ int config_load(struct head_config *cfg, const char *path, char *err, size_t err
     if (cfg->breaker.max_cooldown_ns < cfg->breaker.cooldown_ns) {
         snprintf(err, errlen, "%s: breaker.max_cooldown_ms must be at least breaker.cooldown_ms",
                  path);
+        return GPUQ_EINVAL;
+    }
+    char why[160];
+    if (advisor_policy_check(&cfg->scale, why, sizeof why)) {
+        snprintf(err, errlen, "%s: scale.%s", path, why);
         return GPUQ_EINVAL;
     }
     if (cfg->ttl_ms <= cfg->heartbeat_ms) {

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "core/admit.h"
+#include "core/advisor.h"
 #include "core/breaker.h"
 #include "core/lifecycle.h"
 #include "core/sched.h"
@@ -86,6 +87,15 @@ struct head_config {
      * 30 steps) on a nominal GPU, until measurements replace it. */
     double run_s[CONFIG_MAX_MODELS];
     int nmodels;
+    /* [scale] the autoscaling advisor (head/scale.h; its terms: core/advisor.h) */
+    int scale_enabled;           /* default 0 (false) */
+    int scale_dry_run;           /* decisions only logged; default 0 */
+    struct advisor_policy scale; /* k, target/down utilization, max/min GPUs, times */
+    char scale_class[SCHED_NAME_MAX]; /* class a scale-up asks for; "" = the most common */
+    char scale_up_cmd[1024];     /* shell command run to add GPUs; "" = none */
+    char scale_down_cmd[1024];   /* shell command run to release GPUs; "" = none */
+    int scale_hook_timeout_s;    /* a hook still running then is killed; default 60 */
+    int scale_interval_ms;       /* the advisor runs this often; default 1000 */
 };
 
 /* config_defaults fills cfg with every default, including the seeds' fleet of

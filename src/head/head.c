@@ -23,6 +23,7 @@
 #include "head/dispatch.h"
 #include "head/inputs.h"
 #include "head/retention.h"
+#include "head/scale.h"
 #include "head/metrics.h"
 #include "head/trace.h"
 
@@ -738,6 +739,7 @@ void head_tick(struct head *h)
         committer_submit(h->committer, &changed(h, j, was_running ? &a : NULL)->op);
     }
     jobs_unlock(h->jobs);
+    scale_tick(h);
 }
 
 void head_stalled(struct head *h, int64_t gap_ns)
@@ -834,6 +836,7 @@ void head_worker_register(struct head *h, const struct worker_rec *w)
         jobs_unlock(h->jobs);
     }
     dispatcher_worker_update(h->disp, w->id);
+    scale_worker_ready(h, w);
 }
 
 /* Compares the worker's report of what it runs with the head's view: reported
@@ -881,6 +884,10 @@ int head_worker_heartbeat(struct head *h, const struct worker_rec *hb, bool *dra
     int rc = registry_heartbeat(h->registry, hb, clock_mono_ns(), drain, cancels, ncancels);
     if (!rc)
         dispatcher_worker_update(h->disp, hb->id);
+    if (!rc && hb->state == WORKER_READY && known.state != WORKER_READY) {
+        known.state = WORKER_READY;
+        scale_worker_ready(h, &known);
+    }
     return rc;
 }
 

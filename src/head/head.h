@@ -23,6 +23,7 @@ struct admission;
 struct batches;
 struct dispatcher;
 struct fleet;
+struct scale;
 struct http_server;
 struct timers;
 
@@ -39,6 +40,7 @@ struct head {
     struct batches *batches;     /* head/batches.h */
     struct admission *admission; /* head/admission.h: verdicts at submit, lanes' capacity */
     struct fleet *fleet;          /* recent decisions, for the fleet view (fleet.h) */
+    struct scale *scale;          /* the autoscaling advisor (scale.h); NULL: off */
     /* (capability, model) pairs workers declared, persisted; guarded by catalog_lock. */
     pthread_mutex_t catalog_lock;
     struct catalog *catalog;

@@ -19,6 +19,7 @@
 #include "head/fleet.h"
 #include "head/metrics.h"
 #include "head/ops.h"
+#include "head/scale.h"
 #include "head/trace.h"
 
 #define MOD "gpuqd"
@@ -68,6 +69,7 @@ int main(int argc, char **argv)
     h.timers = timers_create();
     h.admission = admission_create(&h.cfg);
     h.fleet = fleet_create();
+    h.scale = scale_create(&h.cfg);
     h.disp = dispatcher_create(&h);
     if (tenants_load(h.tenants, h.store) || head_recover(&h) || head_batches_recover(&h)) {
         log_error(MOD, "cannot load state from the store");
@@ -97,6 +99,7 @@ int main(int argc, char **argv)
     if (datadir_write_file(h.cfg.data_dir, "head.url", url, 0644))
         log_warn(MOD, "cannot write %s/head.url: %s", h.cfg.data_dir, strerror(errno));
     url[strcspn(url, "\n")] = '\0';
+    scale_set_url(h.scale, url);
     log_info(MOD, "serving on %s (store %s, synchronous=%s)", url, dbpath,
              h.cfg.synchronous_full ? "full" : "normal");
 
@@ -117,6 +120,7 @@ int main(int argc, char **argv)
     registry_destroy(h.registry);
     tenants_destroy(h.tenants);
     fleet_destroy(h.fleet);
+    scale_destroy(h.scale);
     jobs_destroy(h.jobs);
     batches_destroy(h.batches);
     datadir_remove_file(h.cfg.data_dir, "head.url");

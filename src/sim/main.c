@@ -22,8 +22,12 @@ static void usage(FILE *f)
                "  --no-timing  leave out decision_us (wall-clock), for byte-identical reports\n");
 }
 
+int fleet_scale_main(int argc, char **argv); /* fleet_scale.c: gpuq-sim scale */
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "scale") == 0)
+        return fleet_scale_main(argc - 1, argv + 1);
     const char *wpath = NULL, *pname = NULL;
     bool json = false, timing = true, have_seed = false;
     unsigned long long seed = 0;
