@@ -31,6 +31,7 @@ void sched_config_defaults(struct sched_config *cfg)
     cfg->headroom_wait_s = 2.0;
     cfg->headroom_share = 0.15;
     cfg->headroom_window_s = 120;
+    cfg->preempt_after_s = 0;
 }
 
 struct sched *sched_create(const struct sched_config *cfg)
@@ -56,6 +57,8 @@ struct sched *sched_create(const struct sched_config *cfg)
         s->cfg.headroom_share = 0;
     if (!(s->cfg.headroom_window_s > 0))
         s->cfg.headroom_window_s = 120;
+    if (!(s->cfg.preempt_after_s >= 0))
+        s->cfg.preempt_after_s = 0;
     hashmap_init(&s->model_ix);
     hashmap_init(&s->cap_ix);
     hashmap_init(&s->class_ix);

@@ -144,6 +144,10 @@ struct sched_config {
     double headroom_wait_s;
     double headroom_share;
     double headroom_window_s;
+    /* Preemption (core/preempt.h): an interactive job that would wait longer
+     * than this for a GPU running batch work takes that GPU; the batch job is
+     * stopped and queued again without blame. 0 = off. */
+    double preempt_after_s;
 };
 
 struct sched;
