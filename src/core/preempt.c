@@ -71,7 +71,9 @@ static void consider(const struct sched *s, struct sworker *w, const struct sjob
         if (left <= load_s)
             continue; /* it ends before the interactive model could be loaded */
         double lost = elapsed * (speed > 0 ? speed : 1.0);
-        double cost = lost + load_s;
+        /* what it costs: the work thrown away, plus the interactive job's
+         * load and run there (a slow or throttled GPU serves it later) */
+        double cost = lost + load_s + j->cost_s / (speed > 0 ? speed : 1.0);
         if (!best->victim || cost < best->cost - 1e-9 ||
             (cost <= best->cost + 1e-9 &&
              (w->seq < best->w->seq || (w == best->w && r->spec.id < best->victim->spec.id)))) {
