@@ -17,6 +17,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/timer.h"
+#include "core/preempt.h"
 #include "head/admission.h"
 #include "head/head.h"
 #include "head/fleet.h"
@@ -618,6 +619,18 @@ static bool handle(struct dispatcher *d, struct dmsg *m, int64_t now)
     return true;
 }
 
+/* Preemption (core/preempt.h): the core picks, the head carries it out —
+ * the victim's attempt ends preempted and its worker is told to stop it
+ * (the cancel list, as for a cancelled job); its slot is freed here when the
+ * attempt's end comes back as M_JOB_FINISHED, and the job is queued again
+ * once the change is stored. */
+static void preempt_round(struct dispatcher *d, int64_t now)
+{
+    struct sched_preempt p;
+    for (int n = 0; n < 16 && sched_preempt_pick(d->sched, now, &p) == 1; n++)
+        head_preempt(d->h, p.victim, p.worker, p.for_job, p.lost_s, p.reason);
+}
+
 /* Answers the jobs added this round with their ETA, now that they are placed or queued. */
 static void answer_etas(struct dispatcher *d, int64_t now)
 {
@@ -703,6 +716,8 @@ static void *dispatcher_main(void *arg)
             d->stats.decision_us_last = (double)took / 1e3 / placed;
             metrics_decisions(placed, took);
         }
+        if (d->h->cfg.sched.preempt_after_s > 0)
+            preempt_round(d, now);
         serve_pollers(d, now);
         answer_etas(d, now);
         sched_refresh(d->sched, now); /* ETA reads then share the lock */
