@@ -103,17 +103,20 @@ static bool try_job(struct sched *s, struct sjob *j, struct sworker *on_worker, 
         if (!can_run(s, w, j, binds))
             continue;
         if (has_free_slot(w) || (w == on_worker && w->nrunning < w->info.concurrency))
-            return false; /* it can start without taking anything from anyone */
+            return false; /* it can start (or move) without taking anything from anyone */
         int64_t f = frees_at(w, now);
+        if (w == on_worker) {
+            sched_project(s, w, now); /* its start behind the jobs placed before it */
+            if (j->est_start_ns > f)
+                f = j->est_start_ns;
+        }
         if (f < first_free)
             first_free = f;
-        if (!on_worker || w == on_worker)
-            consider(s, w, j, now, &best);
+        /* A placed job freed a GPU elsewhere moves there (late binding). */
+        consider(s, w, j, now, &best);
     }
     if (first_free == INT64_MAX || !best.victim)
         return false;
-    if (on_worker && j->est_start_ns > first_free)
-        first_free = j->est_start_ns; /* its place behind other placed jobs */
     double wait = waited + (double)(first_free - now) / 1e9;
     if (wait <= bound)
         return false;

@@ -15,12 +15,12 @@
  * (the running jobs' estimated ends) exceeds bound. No GPU able to run it has a
  * free slot (else it would start there, or waits by choice for a warm one).
  * Then, among the GPUs able to run it (members of its capability, usable,
- * large enough for its model, not excluded by it; for a placed job, its own
- * GPU), each running batch job not already being stopped whose estimated
+ * large enough for its model, not excluded by it — a placed job moves to a
+ * GPU freed elsewhere by late binding), each running batch job not already being stopped whose estimated
  * remaining time exceeds the interactive model's load there is a candidate;
  * the victim is the one losing least: its GPU-seconds of work done so far
- * (elapsed × the GPU's speed) plus the load of the interactive model on that
- * GPU (0 when warm). Ties: the earliest-registered GPU, then the lower job id.
+ * (elapsed × the GPU's speed) plus the interactive job's model load there (0
+ * when warm) and its run there (a slow or throttled GPU serves it later). Ties: the earliest-registered GPU, then the lower job id.
  * One preemption per interactive job. */
 #ifndef GPUQ_CORE_PREEMPT_H
 #define GPUQ_CORE_PREEMPT_H
