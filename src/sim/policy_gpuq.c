@@ -242,10 +242,13 @@ static bool admission(struct sim *s, int job, const struct job_spec *spec)
     struct gpuq_state *st = s->pstate;
     struct sim_job *j = &s->jobs[job];
     const struct wl_cap *c = &s->wl->caps[j->cap];
-    if (j->n429 == 0)
+    if (j->n429 == 0) {
         j->cost_s = admit_job_cost(sched_estimate_cost(st->sched, spec),
                                    sched_expected_load_s(st->sched, spec));
-    struct admit_request req = {tenant_name(s, j), c->name, c->lane, j->cost_s, j->id};
+        j->tag_s = s->wl->stable_tags ? sched_nominal_cost(st->sched, spec) : 0;
+    }
+    struct admit_request req = {tenant_name(s, j), c->name, c->lane, j->cost_s, j->id,
+                                j->tag_s};
     struct admit_verdict v;
     int64_t now = ns(s->now);
     admit_decide(st->adm, &req, now, &v);

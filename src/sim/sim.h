@@ -42,6 +42,7 @@ struct sim_job {
     int tenant;                           /* index into the workload's tenants; -1 = none */
     double admit_t;                       /* admitted at (submit_t unless refused first) */
     double cost_s;                        /* estimated GPU-seconds given to admission */
+    double tag_s;         /* nominal work charged to its fair-share tag */
     int64_t order_ns;                     /* fair-queuing tag of a batch job */
     bool admitted, in_queue;              /* in_queue: counted in admission's backlog */
     bool rejected;                        /* refused for good (too large) */
