@@ -31,7 +31,7 @@ void sched_config_defaults(struct sched_config *cfg)
     cfg->headroom_wait_s = 2.0;
     cfg->headroom_share = 0.15;
     cfg->headroom_window_s = 120;
-    cfg->preempt_after_s = 0.25;
+    cfg->preempt_after_s = 0;
 }
 
 struct sched *sched_create(const struct sched_config *cfg)

@@ -146,7 +146,7 @@ struct sched_config {
     double headroom_window_s;
     /* Preemption (core/preempt.h): an interactive job that would wait longer
      * than this for a GPU running batch work takes that GPU; the batch job is
-     * stopped and queued again without blame. Default 0.25 s; 0 = off. */
+     * stopped and queued again without blame. Default 0 (off). */
     double preempt_after_s;
 };
 
