@@ -366,7 +366,7 @@ static void post_job(struct ctx *c)
         job_rec_free_fields(&rec);
         return;
     }
-    rec.cost_s = head_job_cost(c->h, &rec);
+    head_job_cost(c->h, &rec);
     struct admit_verdict v;
     if (head_admit(c->h, &c->who.tenant, &rec, &v) == 0 && v.outcome != ADMIT_OK) {
         refuse_admission(c, &rec, &v);

@@ -118,7 +118,7 @@ static int parse_one(void *arg, int index, const char *text, size_t len)
         add_error(p, index, &err);
         return 0;
     }
-    rec.cost_s = head_job_cost(c->h, &rec);
+    head_job_cost(c->h, &rec);
     p->recs[p->n++] = rec;
     return 0;
 }

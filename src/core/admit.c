@@ -551,6 +551,12 @@ static void lane_queued(struct admit *a, enum sched_lane lane, int delta, int64_
         ls->busy_since = -1;
 }
 
+/* What a job's fair-share tag is charged: its nominal work when given. */
+static double tag_cost(const struct admit_request *req)
+{
+    return req->tag_s > 0 ? req->tag_s : req->cost_s;
+}
+
 int admit_accept(struct admit *a, const struct admit_request *req, int64_t now, int64_t *order_ns)
 {
     if (!a || !req || !(req->cost_s >= 0) || !isfinite(req->cost_s) ||
@@ -580,7 +586,7 @@ int admit_accept(struct admit *a, const struct admit_request *req, int64_t now, 
     int64_t order = now;
     if (req->lane == SCHED_LANE_BATCH) {
         double s = t->vfinish > a->vtime ? t->vfinish : a->vtime;
-        t->vfinish = s + req->cost_s / t->p.weight;
+        t->vfinish = s + tag_cost(req) / t->p.weight;
         order = (int64_t)llround(s * NS) + 1; /* 0 means "no tag" to the scheduler */
     }
     if (order_ns)
@@ -664,7 +670,7 @@ void admit_undo(struct admit *a, const struct admit_request *req, int64_t order_
      * when this job's finish is still the tenant's latest. */
     if (order_ns > 0) {
         double s = (double)(order_ns - 1) / NS;
-        double f = s + req->cost_s / t->p.weight;
+        double f = s + tag_cost(req) / t->p.weight;
         if (fabs(t->vfinish - f) <= 1e-6 * (fabs(f) + 1))
             t->vfinish = s;
     }

@@ -38,7 +38,8 @@
  *
  * Fair share (virtual-time fair queuing, start-time tags): each tenant has a
  *    virtual finish F; a batch job admitted at virtual time V gets the tag
- *    S = max(V, F) and moves F to S + cost / weight. The scheduler serves the
+ *    S = max(V, F) and moves F to S + tag_s / weight (the job's nominal work,
+ *    else its cost). The scheduler serves the
  *    batch lane in tag order (job_spec.order_ns = the tag); V is the largest
  *    tag that started (admit_dequeued). Under contention each tenant receives
  *    GPU-seconds in proportion to its weight; an idle tenant accumulates no
@@ -105,6 +106,11 @@ struct admit_request {
     enum sched_lane lane;
     double cost_s;          /* estimated GPU-seconds (admit_job_cost); >= 0 */
     uint64_t booking;       /* nonzero: identifies a client's retry (its key's hash) */
+    /* The job's nominal work for its fair-share tag (sched_nominal_cost: the
+     * configured prior, a unit that does not move as the estimate learns);
+     * 0 = cost_s. Tags charged at the moving estimate inflate the early
+     * tags of whichever tenant came first and drift the shares. */
+    double tag_s;
 };
 
 enum admit_outcome {

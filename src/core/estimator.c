@@ -130,6 +130,14 @@ double estimator_run_s(const struct estimator *e, int model, int gpu_class, doub
     return ESTIMATOR_DEFAULT_RUN_S;
 }
 
+double estimator_prior_run_s(const struct estimator *e, int model, double work)
+{
+    const struct model_est *m = model_get(e, model);
+    if (m && m->prior_rate > 0)
+        return m->prior_rate * (work < 1.0 ? 1.0 : work);
+    return ESTIMATOR_DEFAULT_RUN_S;
+}
+
 void estimator_observe_run(struct estimator *e, int model, int gpu_class, double work,
                            double run_s_nominal)
 {

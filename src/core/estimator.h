@@ -27,6 +27,9 @@ int estimator_bucket(double work);
 void estimator_set_prior(struct estimator *e, int model, double run_s, double ref_work);
 /* Estimated seconds at nominal speed for work on gpu_class (-1 = any). */
 double estimator_run_s(const struct estimator *e, int model, int gpu_class, double work);
+/* estimator_prior_run_s: the prior alone for work (no measurement counted):
+ * a figure that does not move as runs are observed. */
+double estimator_prior_run_s(const struct estimator *e, int model, double work);
 /* A measured run, already normalized to nominal speed (run x speed). */
 void estimator_observe_run(struct estimator *e, int model, int gpu_class, double work,
                            double run_s_nominal);

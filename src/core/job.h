@@ -40,6 +40,11 @@ struct sjob {
     /* QUEUED again after being taken off such a worker: its id, for the
      * explanation of the next placement; empty otherwise. */
     char moved_off[SCHED_NAME_MAX];
+    /* Preemption (core/preempt.h): RUNNING batch job picked as a victim (its
+     * end is on its way: not picked again); interactive job a victim was
+     * already picked for (one preemption per job). */
+    bool preempting;
+    bool preempted_for;
 };
 
 /* sjob_order: the job's dispatch order key within its lane and tier. */

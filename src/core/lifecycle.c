@@ -58,6 +58,7 @@ const char *lc_outcome_name(enum lc_outcome o)
     case LC_OUT_DEADLINE: return "deadline";
     case LC_OUT_CANCELLED: return "cancelled";
     case LC_OUT_REQUEUED: return "requeued";
+    case LC_OUT_PREEMPTED: return "preempted";
     }
     return "unknown";
 }
@@ -251,6 +252,17 @@ int lc_requeue(struct lc_job *j, const char *reason, struct lc_now now,
     if (j->state != LC_RUNNING)
         return GPUQ_ECONFLICT;
     end_attempt(j, LC_OUT_REQUEUED, "", reason, now, ended);
+    j->state = LC_QUEUED;
+    return 0;
+}
+
+int lc_preempt(struct lc_job *j, const char *worker, int attempt, const char *reason,
+               struct lc_now now, struct lc_attempt *ended)
+{
+    int rc = lc_fence(j, worker, attempt);
+    if (rc)
+        return rc;
+    end_attempt(j, LC_OUT_PREEMPTED, "", reason, now, ended);
     j->state = LC_QUEUED;
     return 0;
 }

@@ -18,6 +18,7 @@
  *   QUEUED|RUNNING ──lc_check(deadline)──▶ EXPIRED
  *   QUEUED|RUNNING ──lc_cancel──▶ CANCELLED
  *   RUNNING ──lc_requeue (head restart, drain)──▶ QUEUED   (no failure counted)
+ *   RUNNING ──lc_preempt (an interactive job needs the GPU)──▶ QUEUED (no failure counted)
  *   DEAD|FAILED|EXPIRED ──lc_resubmit (admin)──▶ QUEUED    (budget and history reset)
  *
  * Invariants: state RUNNING ⇔ worker non-empty and attempt >= 1 and
@@ -58,6 +59,7 @@ enum lc_outcome {
     LC_OUT_DEADLINE,      /* the job's deadline passed while it ran */
     LC_OUT_CANCELLED,
     LC_OUT_REQUEUED,      /* taken back without blame (head restart, drain) */
+    LC_OUT_PREEMPTED,     /* stopped so an interactive job could have its GPU (no blame) */
 };
 
 /* What the caller must do after a transition. */
@@ -156,6 +158,15 @@ int lc_lost(const struct lc_policy *p, struct lc_job *j, const char *reason, str
  * attempt ends LC_OUT_REQUEUED, no failure counted, no worker excluded. */
 int lc_requeue(struct lc_job *j, const char *reason, struct lc_now now,
                struct lc_attempt *ended);
+
+/* lc_preempt: the scheduler stopped the running attempt (worker, attempt —
+ * fenced like every other end) to give its GPU to an interactive job
+ * (core/preempt.h): RUNNING → QUEUED, the attempt ends LC_OUT_PREEMPTED with
+ * reason as its message; no failure counted, no worker excluded, the retry
+ * budget untouched. GPUQ_ESTALE when (worker, attempt) is not the running
+ * attempt. */
+int lc_preempt(struct lc_job *j, const char *worker, int attempt, const char *reason,
+               struct lc_now now, struct lc_attempt *ended);
 
 /* lc_cancel: QUEUED|RUNNING → CANCELLED. *was_running says whether a worker
  * must be told to abort (then *ended describes the attempt). GPUQ_ECONFLICT

@@ -31,6 +31,7 @@ void sched_config_defaults(struct sched_config *cfg)
     cfg->headroom_wait_s = 2.0;
     cfg->headroom_share = 0.15;
     cfg->headroom_window_s = 120;
+    cfg->preempt_after_s = 0;
 }
 
 struct sched *sched_create(const struct sched_config *cfg)
@@ -56,6 +57,8 @@ struct sched *sched_create(const struct sched_config *cfg)
         s->cfg.headroom_share = 0;
     if (!(s->cfg.headroom_window_s > 0))
         s->cfg.headroom_window_s = 120;
+    if (!(s->cfg.preempt_after_s >= 0))
+        s->cfg.preempt_after_s = 0;
     hashmap_init(&s->model_ix);
     hashmap_init(&s->cap_ix);
     hashmap_init(&s->class_ix);
@@ -662,6 +665,16 @@ double sched_estimate_cost(const struct sched *s, const struct job_spec *j)
     int model = v ? (int)(intptr_t)v - 1 : -1;
     double work = estimator_work(j->width, j->height, j->steps, j->frames);
     return estimator_run_s(s->est, model, -1, work);
+}
+
+double sched_nominal_cost(const struct sched *s, const struct job_spec *j)
+{
+    if (!s || !j)
+        return 0;
+    void *v = hashmap_get_str(&s->model_ix, j->model);
+    int model = v ? (int)(intptr_t)v - 1 : -1;
+    double work = estimator_work(j->width, j->height, j->steps, j->frames);
+    return estimator_prior_run_s(s->est, model, work);
 }
 
 double sched_expected_load_s(const struct sched *s, const struct job_spec *j)

@@ -144,6 +144,10 @@ struct sched_config {
     double headroom_wait_s;
     double headroom_share;
     double headroom_window_s;
+    /* Preemption (core/preempt.h): an interactive job that would wait longer
+     * than this for a GPU running batch work takes that GPU; the batch job is
+     * stopped and queued again without blame. Default 0 (off). */
+    double preempt_after_s;
 };
 
 struct sched;
@@ -175,6 +179,10 @@ int sched_worker_remove(struct sched *s, const char *worker_id, int64_t now,
 /* Jobs. */
 /* sched_estimate_cost: estimated GPU-seconds for the job on a nominal GPU (R7). */
 double sched_estimate_cost(const struct sched *s, const struct job_spec *j);
+/* sched_nominal_cost: the job's nominal work in GPU-seconds from its model's
+ * configured prior (run_s x size factor) alone — a unit that does not move as
+ * the estimator learns, for fair-share tags (admit_request.tag_s). */
+double sched_nominal_cost(const struct sched *s, const struct job_spec *j);
 /* sched_expected_load_s: the model load the job should expect — 0 when a
  * usable worker of its capability has its model resident, else the model's
  * load time (measured, else its prior). */

@@ -70,7 +70,8 @@ uint64_t admission_booking(int64_t tenant_id, const char *idem_key)
 static struct admit_request request(const char *tenant, const struct job_rec *rec,
                                     uint64_t booking)
 {
-    struct admit_request r = {tenant, rec->capability, lane_of(rec), rec->cost_s, booking};
+    struct admit_request r = {tenant, rec->capability, lane_of(rec), rec->cost_s, booking,
+                              rec->tag_s};
     return r;
 }
 

@@ -17,6 +17,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/timer.h"
+#include "core/preempt.h"
 #include "head/admission.h"
 #include "head/head.h"
 #include "head/fleet.h"
@@ -618,6 +619,18 @@ static bool handle(struct dispatcher *d, struct dmsg *m, int64_t now)
     return true;
 }
 
+/* Preemption (core/preempt.h): the core picks, the head carries it out —
+ * the victim's attempt ends preempted and its worker is told to stop it
+ * (the cancel list, as for a cancelled job); its slot is freed here when the
+ * attempt's end comes back as M_JOB_FINISHED, and the job is queued again
+ * once the change is stored. */
+static void preempt_round(struct dispatcher *d, int64_t now)
+{
+    struct sched_preempt p;
+    for (int n = 0; n < 16 && sched_preempt_pick(d->sched, now, &p) == 1; n++)
+        head_preempt(d->h, p.victim, p.worker, p.for_job, p.lost_s, p.reason);
+}
+
 /* Answers the jobs added this round with their ETA, now that they are placed or queued. */
 static void answer_etas(struct dispatcher *d, int64_t now)
 {
@@ -703,6 +716,8 @@ static void *dispatcher_main(void *arg)
             d->stats.decision_us_last = (double)took / 1e3 / placed;
             metrics_decisions(placed, took);
         }
+        if (d->h->cfg.sched.preempt_after_s > 0)
+            preempt_round(d, now);
         serve_pollers(d, now);
         answer_etas(d, now);
         sched_refresh(d->sched, now); /* ETA reads then share the lock */
@@ -849,13 +864,15 @@ int dispatcher_job_promote(struct dispatcher *d, uint64_t job_id)
     return rc;
 }
 
-double dispatcher_estimate_cost(struct dispatcher *d, const struct job_rec *rec)
+double dispatcher_estimate_cost(struct dispatcher *d, const struct job_rec *rec, double *nominal_s)
 {
     struct job_spec spec;
     char excl[LC_MAX_FAILED][SCHED_NAME_MAX];
     spec_from_rec(rec, &spec, excl);
     pthread_rwlock_rdlock(&d->sched_lock);
     double cost = sched_estimate_cost(d->sched, &spec);
+    if (nominal_s)
+        *nominal_s = sched_nominal_cost(d->sched, &spec);
     pthread_rwlock_unlock(&d->sched_lock);
     return cost;
 }

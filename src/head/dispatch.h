@@ -63,7 +63,9 @@ int dispatcher_paused(struct dispatcher *d, char (*caps)[SCHED_NAME_MAX], int ma
 int dispatcher_job_promote(struct dispatcher *d, uint64_t job_id);
 
 /* Estimated GPU-seconds of the job on a nominal GPU (R7), from measured history. */
-double dispatcher_estimate_cost(struct dispatcher *d, const struct job_rec *rec);
+/* The job's estimated GPU-seconds; *nominal_s (when given) gets its nominal
+ * work from the model's prior alone (sched_nominal_cost). */
+double dispatcher_estimate_cost(struct dispatcher *d, const struct job_rec *rec, double *nominal_s);
 
 struct dispatch_stats {
     struct sched_stats sched;

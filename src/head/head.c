@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -693,6 +694,38 @@ void head_lost(struct head *h, uint64_t job_id, const char *worker, const char *
         !strcmp(j->rec.lc.worker, worker))
         lose_locked(h, j, reason, now_lc());
     jobs_unlock(h->jobs);
+}
+
+int head_preempt(struct head *h, uint64_t job_id, const char *worker, uint64_t for_job,
+                 double lost_gpu_s, const char *reason)
+{
+    jobs_lock(h->jobs);
+    struct hjob *j = jobs_find(h->jobs, job_id);
+    struct lc_attempt a;
+    int rc = GPUQ_ESTALE;
+    if (j && j->committed && !j->completing &&
+        lc_preempt(&j->rec.lc, worker, j->rec.lc.attempt, reason, now_lc(), &a) == 0) {
+        struct buf line;
+        buf_init(&line);
+        buf_printf(&line,
+                   "{\"event\":\"preemption\",\"job\":\"%llu\",\"for_job\":\"%llu\","
+                   "\"worker\":\"%s\",\"attempt\":%d,\"lost_gpu_s\":%.3f,\"reason\":\"",
+                   (unsigned long long)job_id, (unsigned long long)for_job, worker, a.n,
+                   lost_gpu_s);
+        for (const char *c = reason; *c; c++)
+            if (*c == '"' || *c == '\\')
+                buf_printf(&line, "\\%c", *c);
+            else if ((unsigned char)*c >= 0x20)
+                buf_append(&line, c, 1);
+        buf_puts(&line, "\"}");
+        log_json(line.data);
+        buf_fini(&line);
+        attempt_ended(h, j, &a, NULL, true);
+        committer_submit(h->committer, &changed(h, j, &a)->op);
+        rc = 0;
+    }
+    jobs_unlock(h->jobs);
+    return rc;
 }
 
 void head_assign_failed(struct head *h, uint64_t job_id, const char *worker, int attempt)

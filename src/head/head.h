@@ -65,6 +65,13 @@ void head_authenticate(struct head *h, const char *bearer, struct caller *out);
 void head_lost(struct head *h, uint64_t job_id, const char *worker, const char *reason);
 /* An assignment could not be stored: the attempt is taken back without blame. */
 void head_assign_failed(struct head *h, uint64_t job_id, const char *worker, int attempt);
+/* The scheduler preempted job_id's running attempt on worker for interactive
+ * job for_job (core/preempt.h): the attempt ends preempted (no failure
+ * counted, retry budget untouched), the worker is told to stop it, the job is
+ * queued again, and one JSON line is logged. 0, or GPUQ_ESTALE when the job no
+ * longer runs there (it ended meanwhile). */
+int head_preempt(struct head *h, uint64_t job_id, const char *worker, uint64_t for_job,
+                 double lost_gpu_s, const char *reason);
 /* Applies what time alone decides (leases, timeouts, deadlines) to every timed job. */
 void head_tick(struct head *h);
 /* The head stood still for gap_ns (lc_stall_ns: stopped, paused, swapping):

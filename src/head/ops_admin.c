@@ -283,9 +283,9 @@ const char *head_tenant_name(struct head *h, int64_t tenant_id, char *buf, size_
 
 /* ---- jobs: reads ---- */
 
-double head_job_cost(struct head *h, const struct job_rec *rec)
+void head_job_cost(struct head *h, struct job_rec *rec)
 {
-    return dispatcher_estimate_cost(h->disp, rec);
+    rec->cost_s = dispatcher_estimate_cost(h->disp, rec, &rec->tag_s);
 }
 
 int head_jobs_list(struct head *h, const struct store_list_filter *f, store_job_cb cb, void *arg)

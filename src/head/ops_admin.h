@@ -92,8 +92,9 @@ int head_job_promote(struct head *h, uint64_t id, struct job_rec *out);
 
 /* ---- jobs: reads the store answers ---- */
 
-/* The estimated GPU-seconds of a job about to be submitted (R7). */
-double head_job_cost(struct head *h, const struct job_rec *rec);
+/* Sets rec->cost_s (estimated GPU-seconds) and rec->tag_s (nominal work, for
+ * its fair-share tag) of a job about to be submitted. */
+void head_job_cost(struct head *h, struct job_rec *rec);
 /* Lists a tenant's jobs, newest first (f->tenant_id required). */
 int head_jobs_list(struct head *h, const struct store_list_filter *f, store_job_cb cb, void *arg);
 

@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "core/admit.h"
 #include "core/breaker.h"
+#include "core/preempt.h"
 #include "sim/sim.h"
 
 /* Invariant: br[g] is GPU g's breaker; fill_worker applies it to what the
@@ -128,10 +129,33 @@ static void feed(struct sim *s)
     }
 }
 
+static void spec_of(const struct sim *s, int job, struct job_spec *spec);
+
+/* Preemption (core/preempt.h), carried out as gpuqd does: the victim's
+ * attempt ends preempted (no blame, budget untouched), its slot is freed and
+ * it is queued again under its old order key; then dispatch runs again. */
+static bool preempt(struct sim *s)
+{
+    struct gpuq_state *st = s->pstate;
+    bool any = false;
+    struct sched_preempt p;
+    for (int n = 0; n < 16 && sched_preempt_pick(st->sched, ns(s->now), &p) == 1; n++) {
+        int job = job_index(p.victim);
+        if (sim_preempt(s, job, p.reason) < 0)
+            continue;
+        sched_job_finished(st->sched, p.victim, false, 0, 0, ns(s->now));
+        struct job_spec spec;
+        spec_of(s, job, &spec);
+        sched_job_add(st->sched, &spec, ns(s->now));
+        any = true;
+    }
+    return any;
+}
+
 static void kick(struct sim *s)
 {
     struct gpuq_state *st = s->pstate;
-    for (int round = 0; round < 2; round++) {
+    for (int round = 0; round < 3; round++) {
         int64_t t0 = clock_mono_ns();
         int n = sched_dispatch(st->sched, ns(s->now), NULL, NULL);
         int64_t dt = clock_mono_ns() - t0;
@@ -142,8 +166,9 @@ static void kick(struct sim *s)
         }
         st->probe_started = false;
         feed(s);
-        /* A probe start sends the jobs placed behind it back to the queue. */
-        if (!st->probe_started)
+        /* A probe start sends the jobs placed behind it back to the queue;
+         * a preemption frees a slot for an interactive job. */
+        if (!st->probe_started && !preempt(s))
             break;
     }
 }
@@ -217,10 +242,13 @@ static bool admission(struct sim *s, int job, const struct job_spec *spec)
     struct gpuq_state *st = s->pstate;
     struct sim_job *j = &s->jobs[job];
     const struct wl_cap *c = &s->wl->caps[j->cap];
-    if (j->n429 == 0)
+    if (j->n429 == 0) {
         j->cost_s = admit_job_cost(sched_estimate_cost(st->sched, spec),
                                    sched_expected_load_s(st->sched, spec));
-    struct admit_request req = {tenant_name(s, j), c->name, c->lane, j->cost_s, j->id};
+        j->tag_s = s->wl->stable_tags ? sched_nominal_cost(st->sched, spec) : 0;
+    }
+    struct admit_request req = {tenant_name(s, j), c->name, c->lane, j->cost_s, j->id,
+                                j->tag_s};
     struct admit_verdict v;
     int64_t now = ns(s->now);
     admit_decide(st->adm, &req, now, &v);
@@ -282,24 +310,32 @@ static void g_probe(struct sim *s, int job)
         s->adm.early_refused++;
 }
 
+/* The scheduler's view of a simulated job. */
+static void spec_of(const struct sim *s, int job, struct job_spec *spec)
+{
+    const struct sim_job *j = &s->jobs[job];
+    const struct wl_cap *c = &s->wl->caps[j->cap];
+    memset(spec, 0, sizeof(*spec));
+    spec->id = j->id;
+    snprintf(spec->capability, sizeof(spec->capability), "%s", c->name);
+    snprintf(spec->model, sizeof(spec->model), "%s", s->wl->models[c->model].name);
+    spec->lane = c->lane;
+    spec->tier = SCHED_TIER_PAID;
+    spec->width = j->size.width;
+    spec->height = j->size.height;
+    spec->steps = j->size.steps;
+    spec->frames = j->size.frames;
+    spec->submit_ns = ns(j->submit_t);
+    spec->order_ns = j->order_ns;
+    lc_exclusions(&j->lc, &spec->exclude, &spec->nexclude);
+}
+
 static void g_arrive(struct sim *s, int job)
 {
     struct gpuq_state *st = s->pstate;
     const struct sim_job *j = &s->jobs[job];
-    const struct wl_cap *c = &s->wl->caps[j->cap];
     struct job_spec spec;
-    memset(&spec, 0, sizeof(spec));
-    spec.id = j->id;
-    snprintf(spec.capability, sizeof(spec.capability), "%s", c->name);
-    snprintf(spec.model, sizeof(spec.model), "%s", s->wl->models[c->model].name);
-    spec.lane = c->lane;
-    spec.tier = SCHED_TIER_PAID;
-    spec.width = j->size.width;
-    spec.height = j->size.height;
-    spec.steps = j->size.steps;
-    spec.frames = j->size.frames;
-    spec.submit_ns = ns(j->submit_t);
-    lc_exclusions(&j->lc, &spec.exclude, &spec.nexclude);
+    spec_of(s, job, &spec);
     bool first = j->lc.attempt == 0 && j->eta_pred < 0 && !j->admitted;
     if (st->adm && !j->admitted && !admission(s, job, &spec))
         return;

@@ -154,6 +154,8 @@ void report_make(const struct sim *s, struct report *r)
     }
     r->jobs_lost = r->unfinished;
     r->retries_on_failed_gpu = s->retries_on_failed_gpu;
+    r->preemptions = s->preemptions;
+    r->preempted_gpu_s = s->preempted_gpu_s;
     r->ngpus = s->ngpus;
     r->gpus = xcalloc((size_t)(s->ngpus ? s->ngpus : 1), sizeof(*r->gpus));
     for (int g = 0; g < s->ngpus; g++) {
@@ -251,6 +253,8 @@ json_t *report_json(const struct report *r, bool with_timing)
     json_object_set_new(o, "dead", json_integer(r->dead));
     json_object_set_new(o, "jobs_lost", json_integer(r->jobs_lost));
     json_object_set_new(o, "retries_on_failed_gpu", json_integer(r->retries_on_failed_gpu));
+    json_object_set_new(o, "preemptions", json_integer(r->preemptions));
+    json_object_set_new(o, "preempted_gpu_s", num(r->preempted_gpu_s));
     if (r->has_eta) {
         json_t *e = json_object();
         const char *lanes[2] = {"interactive", "batch"};
@@ -359,6 +363,8 @@ void report_table(FILE *f, const struct report *r, int n)
     ROW("unfinished", r[i].unfinished, "d");
     ROW("dead-lettered", r[i].dead, "d");
     ROW("retries on a failed GPU", (long long)r[i].retries_on_failed_gpu, "lld");
+    ROW("preemptions", (long long)r[i].preemptions, "lld");
+    ROW("preempted GPU-s", r[i].preempted_gpu_s, ".1f");
     for (int l = 0; l < 2; l++) {
         char label[64];
         snprintf(label, sizeof(label), "ETA error %s p50/p90", l == 0 ? "interactive" : "batch");

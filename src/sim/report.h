@@ -49,6 +49,8 @@ struct report {
     int completed, failed, unfinished;
     int dead, jobs_lost;             /* dead-lettered; accepted but neither done nor ended */
     int64_t retries_on_failed_gpu;
+    int64_t preemptions;     /* batch attempts stopped for an interactive job */
+    double preempted_gpu_s;  /* the GPU-seconds they had used (lost) */
     bool has_eta;                    /* the policy predicts ETAs (gpuq) */
     struct eta_report eta[2];        /* by enum sched_lane */
     struct gpu_report *gpus;         /* owned: report_fini frees */

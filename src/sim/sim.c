@@ -460,6 +460,28 @@ static void slot_release(struct sim *s, struct sim_gpu *g, struct sim_slot *sl)
     sl->job = -1;
 }
 
+int sim_preempt(struct sim *s, int job, const char *reason)
+{
+    for (int gpu = 0; gpu < s->ngpus; gpu++) {
+        struct sim_gpu *g = &s->gpus[gpu];
+        for (int k = 0; k < g->spec->concurrency; k++) {
+            struct sim_slot *sl = &g->slots[k];
+            if (sl->job != job || (sl->phase != SLOT_LOADING && sl->phase != SLOT_RUNNING))
+                continue;
+            struct sim_job *j = &s->jobs[job];
+            if (lc_preempt(&j->lc, g->spec->id, j->lc.attempt, reason, sim_lc_now(s), NULL))
+                return -1;
+            s->preemptions++;
+            s->preempted_gpu_s += s->now - sl->started;
+            slot_release(s, g, sl);
+            sl->gen++; /* its phase end will not come */
+            changed(s, gpu);
+            return gpu;
+        }
+    }
+    return -1;
+}
+
 /* What the lifecycle decided after a failed attempt: retry through the
  * policy, or the job ends (dead-lettered, failed, expired). */
 static void after_failure(struct sim *s, int job, enum lc_next next)

@@ -42,6 +42,7 @@ struct sim_job {
     int tenant;                           /* index into the workload's tenants; -1 = none */
     double admit_t;                       /* admitted at (submit_t unless refused first) */
     double cost_s;                        /* estimated GPU-seconds given to admission */
+    double tag_s;         /* nominal work charged to its fair-share tag */
     int64_t order_ns;                     /* fair-queuing tag of a batch job */
     bool admitted, in_queue;              /* in_queue: counted in admission's backlog */
     bool rejected;                        /* refused for good (too large) */
@@ -165,6 +166,8 @@ struct sim {
     int outstanding;       /* jobs neither done nor failed */
     struct lc_policy lcp;  /* retry budget, lease (the workload's stuck timeout) */
     int64_t retries_on_failed_gpu; /* attempts started on a GPU that had failed that job */
+    int64_t preemptions;   /* batch attempts stopped for an interactive job */
+    double preempted_gpu_s; /* slot-seconds those attempts had used (work lost) */
     struct sim_metrics m;
     struct sim_adm adm;
     void *pstate;          /* policy state */
@@ -190,6 +193,12 @@ int sim_gpu_dequeue(struct sim *s, int gpu);
  * needed). Returns false when it cannot start now (no slot, or its model needs
  * VRAM that running jobs hold). */
 bool sim_start(struct sim *s, int gpu, int job);
+/* sim_preempt: stops the running attempt of job (core/preempt.h): its slot is
+ * freed at once (its model stays resident), the lifecycle ends the attempt
+ * as preempted (no failure counted) and the time it had used is counted as
+ * lost. Returns the GPU it ran on, or -1 when the job is not running. The
+ * policy then queues the job again. */
+int sim_preempt(struct sim *s, int job, const char *reason);
 bool sim_gpu_has_slot(const struct sim *s, int gpu);
 bool sim_gpu_has_cap(const struct sim *s, int gpu, int cap);
 bool sim_gpu_warm(const struct sim *s, int gpu, int model);

@@ -499,8 +499,11 @@ static void load_sched(struct ctx *c, struct workload *w, json_t *o, json_t *bas
     s->headroom_share = num(c, o, "scheduler", "headroom_share", s->headroom_share, 0, 0.999);
     s->headroom_window_s =
         num(c, o, "scheduler", "headroom_window_s", s->headroom_window_s, 1, 86400);
+    s->preempt_after_s = num(c, o, "scheduler", "preempt_after_s", s->preempt_after_s, 0, 3600);
     json_t *pr = o ? json_object_get(o, "priors") : NULL;
     w->priors = pr ? json_is_true(pr) : true;
+    json_t *stt = o ? json_object_get(o, "stable_tags") : NULL;
+    w->stable_tags = stt ? json_is_true(stt) : true;
     json_t *fo = o ? json_object_get(o, "fanout") : NULL;
     if (fo) {
         const char *k;

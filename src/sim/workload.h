@@ -118,6 +118,8 @@ struct workload {
     struct sched_config sched;
     int fanout[64]; /* per capability index, 0 = none */
     bool priors;    /* give gpuq the workload's run times as priors */
+    bool stable_tags; /* fair-share tags charged at the nominal work (the prior), not the
+                         moving estimate; scheduler.stable_tags, default true */
     int affinity_max_depth;
     struct breaker_policy breaker; /* gpuq's per-GPU circuit breaker (scheduler.breaker) */
     /* tenants and streams (several arrival streams replace `arrivals`) */

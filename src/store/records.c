@@ -105,7 +105,7 @@ void job_rec_add_attempt(struct job_rec *j, const struct lc_attempt *a)
 
 enum lc_outcome job_outcome_parse(const char *s)
 {
-    for (int o = LC_OUT_RUNNING; o <= LC_OUT_REQUEUED; o++)
+    for (int o = LC_OUT_RUNNING; o <= LC_OUT_PREEMPTED; o++)
         if (!strcmp(s, lc_outcome_name((enum lc_outcome)o)))
             return (enum lc_outcome)o;
     return LC_OUT_LOST;

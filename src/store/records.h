@@ -51,6 +51,7 @@ struct job_rec {
     enum job_phase phase;
     double progress;
     double cost_s;
+    double tag_s;             /* nominal GPU-seconds for the fair-share tag (memory only; 0 = cost_s) */
     char error_class[16];
     char error_message[256];
     char result_type[REC_NAME_MAX];

@@ -538,6 +538,42 @@ static void test_undo_refunds_tokens(void **state)
     admit_destroy(a);
 }
 
+/* Stable tags: a job's fair-share tag is charged its nominal work (tag_s),
+ * so an estimate that moves while the tenants flood (9.4 GPU-s at first, 4
+ * later) does not inflate the early tags of whichever tenant came first. */
+static void test_stable_tags(void **state)
+{
+    (void)state;
+    struct admit *a = admit_create(NULL);
+    struct admit_tenant_policy ta = {"big", 2, 0, 0, 0}, tb = {"small", 1, 0, 0, 0};
+    admit_tenant_set(a, &ta);
+    admit_tenant_set(a, &tb);
+    admit_capacity(a, SCHED_LANE_BATCH, 100, 0);
+    int64_t o1, o2, o3, o4;
+    struct admit_request r1 = {"big", "image.fast", SCHED_LANE_BATCH, 9.4, 0, 5.0};
+    struct admit_request r2 = {"big", "image.fast", SCHED_LANE_BATCH, 4.0, 0, 5.0};
+    struct admit_request r3 = {"small", "image.fast", SCHED_LANE_BATCH, 4.0, 0, 5.0};
+    assert_int_equal(admit_accept(a, &r1, 0, &o1), 0);
+    assert_int_equal(admit_accept(a, &r2, 0, &o2), 0);
+    assert_int_equal(admit_accept(a, &r3, 0, &o3), 0);
+    /* big's second tag is 5 / 2 after its first, whatever the costs were. */
+    assert_int_equal(o2 - o1, S(2.5));
+    assert_int_equal(o3, o1); /* small starts at the same virtual time */
+    /* Without a nominal figure the cost is charged (9.4 / 2). */
+    struct admit_request r5 = {"big", "image.fast", SCHED_LANE_BATCH, 9.4, 0, 0};
+    assert_int_equal(admit_accept(a, &r5, 0, &o4), 0);
+    assert_int_equal(o4 - o2, S(2.5));
+    int64_t o6;
+    assert_int_equal(admit_accept(a, &r5, 0, &o6), 0);
+    assert_int_equal(o6 - o4, S(4.7));
+    /* Undo takes back what the tag was charged. */
+    admit_undo(a, &r5, o6, 0);
+    int64_t o7;
+    assert_int_equal(admit_accept(a, &r2, 0, &o7), 0);
+    assert_int_equal(o7, o6);
+    admit_destroy(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -551,6 +587,7 @@ int main(void)
         cmocka_unit_test(test_headroom_erlang),
         cmocka_unit_test(test_headroom_batch),
         cmocka_unit_test(test_undo_refunds_tokens),
+        cmocka_unit_test(test_stable_tags),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

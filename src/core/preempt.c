@@ -1,0 +1,168 @@
+/* preempt.c: preemption of batch work for interactive jobs, behind
+ * preempt.h — which interactive job has waited too long and which running
+ * batch job gives up its GPU for it. */
+#include "core/preempt.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "core/sched_int.h"
+
+/* w could run j: a usable member of j's capability that can hold its model
+ * and is not excluded by it (while the exclusion binds). */
+static bool can_run(const struct sched *s, const struct sworker *w, const struct sjob *j,
+                    bool excl_binds)
+{
+    if (!w->alive || !w->info.healthy || w->info.draining)
+        return false;
+    if (sched_worker_cap_slot(w, j->cap) < 0 || !sched_worker_can_hold(s, w, j->model))
+        return false;
+    return !(excl_binds && sched_job_excludes(j, w->info.id));
+}
+
+static bool has_free_slot(const struct sworker *w)
+{
+    return w->nrunning + w->nplaced < w->info.concurrency;
+}
+
+/* When w next frees a slot: the earliest estimated end of its running jobs
+ * (now when one is overdue or a slot is free). */
+static int64_t frees_at(const struct sworker *w, int64_t now)
+{
+    if (w->nrunning < w->info.concurrency)
+        return now;
+    int64_t best = INT64_MAX;
+    for (const struct sjob *r = w->run_head; r; r = r->next) {
+        int64_t end = r->est_start_ns + (int64_t)((r->est_load_s + r->est_run_s) * 1e9);
+        if (end < best)
+            best = end;
+    }
+    return best < now ? now : best;
+}
+
+static bool model_warm(const struct sworker *w, int model)
+{
+    for (int i = 0; i < w->info.nloaded; i++)
+        if (w->loaded_model[i] == model)
+            return true;
+    return false;
+}
+
+struct pick {
+    struct sjob *victim;
+    struct sworker *w;
+    double cost, lost_s, load_s;
+};
+
+/* The best victim on w for interactive job j, folded into *best. */
+static void consider(const struct sched *s, struct sworker *w, const struct sjob *j, int64_t now,
+                     struct pick *best)
+{
+    double load_s = model_warm(w, j->model) ? 0 : sched_model_load_s(s, j->model);
+    double speed = sched_worker_speed(w);
+    for (struct sjob *r = w->run_head; r; r = r->next) {
+        if (r->spec.lane != SCHED_LANE_BATCH || r->preempting)
+            continue;
+        double elapsed = (double)(now - r->est_start_ns) / 1e9;
+        if (elapsed < 0)
+            elapsed = 0;
+        double left = r->est_load_s + r->est_run_s - elapsed;
+        if (left <= load_s)
+            continue; /* it ends before the interactive model could be loaded */
+        double lost = elapsed * (speed > 0 ? speed : 1.0);
+        /* what it costs: the work thrown away, plus the interactive job's
+         * load and run there (a slow or throttled GPU serves it later) */
+        double cost = lost + load_s + j->cost_s / (speed > 0 ? speed : 1.0);
+        if (!best->victim || cost < best->cost - 1e-9 ||
+            (cost <= best->cost + 1e-9 &&
+             (w->seq < best->w->seq || (w == best->w && r->spec.id < best->victim->spec.id)))) {
+            best->victim = r;
+            best->w = w;
+            best->cost = cost;
+            best->lost_s = lost;
+            best->load_s = load_s;
+        }
+    }
+}
+
+/* Tries to find a victim for interactive job j (queued, or placed on
+ * on_worker). Returns true and fills *out when the rule calls for one. */
+static bool try_job(struct sched *s, struct sjob *j, struct sworker *on_worker, int64_t now,
+                    struct sched_preempt *out)
+{
+    double bound = s->cfg.preempt_after_s;
+    double waited = (double)(now - j->spec.submit_ns) / 1e9;
+    if (waited < 0)
+        waited = 0;
+    bool binds = j->spec.nexclude > 0 && sched_exclusion_binds(s, j);
+    int64_t first_free = INT64_MAX;
+    struct pick best = {0};
+    for (int i = 0; i < s->nworkers; i++) {
+        struct sworker *w = s->workers[i];
+        if (!can_run(s, w, j, binds))
+            continue;
+        if (has_free_slot(w) || (w == on_worker && w->nrunning < w->info.concurrency))
+            return false; /* it can start (or move) without taking anything from anyone */
+        int64_t f = frees_at(w, now);
+        if (w == on_worker) {
+            sched_project(s, w, now); /* its start behind the jobs placed before it */
+            if (j->est_start_ns > f)
+                f = j->est_start_ns;
+        }
+        if (f < first_free)
+            first_free = f;
+        /* A placed job freed a GPU elsewhere moves there (late binding). */
+        consider(s, w, j, now, &best);
+    }
+    if (first_free == INT64_MAX || !best.victim)
+        return false;
+    double wait = waited + (double)(first_free - now) / 1e9;
+    if (wait <= bound)
+        return false;
+    memset(out, 0, sizeof(*out));
+    out->victim = best.victim->spec.id;
+    out->for_job = j->spec.id;
+    snprintf(out->worker, sizeof(out->worker), "%s", best.w->info.id);
+    out->waited_s = waited;
+    out->wait_s = wait;
+    out->lost_s = best.lost_s;
+    out->load_s = best.load_s;
+    snprintf(out->reason, sizeof(out->reason),
+             "preempted for interactive job %llu (%.40s), which would wait %.2f s (> %.2f s); "
+             "%.2f GPU-s of this attempt lost",
+             (unsigned long long)j->spec.id, s->caps[j->cap].name, wait, bound, best.lost_s);
+    best.victim->preempting = true;
+    j->preempted_for = true;
+    return true;
+}
+
+int sched_preempt_pick(struct sched *s, int64_t now, struct sched_preempt *out)
+{
+    if (!s || !out)
+        return GPUQ_EINVAL;
+    if (!(s->cfg.preempt_after_s > 0) || s->nrunning == 0)
+        return 0;
+    /* Interactive jobs placed behind a full GPU. */
+    for (int i = 0; i < s->nworkers; i++) {
+        struct sworker *w = s->workers[i];
+        if (!w->placed_head || w->nrunning < w->info.concurrency)
+            continue;
+        for (struct sjob *j = w->placed_head; j; j = j->next)
+            if (j->spec.lane == SCHED_LANE_INTERACTIVE && !j->preempted_for &&
+                try_job(s, j, w, now, out))
+                return 1;
+    }
+    /* The interactive head of each (capability, model) queue. */
+    unsigned skip = s->paused_lanes | (1u << SCHED_LANE_BATCH);
+    for (int k = 0; k < s->nqueues; k++) {
+        struct squeue *q = &s->queues[k];
+        if (q->q.count == 0 || s->caps[q->cap].nqueued_interactive == 0 ||
+            s->caps[q->cap].paused || sched_parked(s, q))
+            continue;
+        struct sjob *j = job_queue_peek_lanes(&q->q, skip);
+        if (j && !j->preempted_for && try_job(s, j, NULL, now, out))
+            return 1;
+    }
+    return 0;
+}
