@@ -47,7 +47,7 @@ void advisor_policy_defaults(struct advisor_policy *p)
     p->max_gpus = 8;
     p->min_gpus = 0;
     p->max_step = 0;
-    p->idle_release_s = 600;
+    p->idle_release_s = 120;
     p->cooldown_s = 300;
     p->cold_start_prior_s = 180;
     p->alpha = 0.3;

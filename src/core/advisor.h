@@ -66,7 +66,8 @@ struct advisor_policy {
     int max_gpus;              /* the fleet's maximum size (budget); default 8 */
     int min_gpus;              /* never release below; default 0 */
     int max_step;              /* GPUs one scale-up may request; 0 = no cap; default 0 */
-    double idle_release_s;     /* idle longer than this → may be released; default 600 */
+    double idle_release_s;     /* idle longer than this → may be released; default 120
+                                * (bench/scale-sim: 300 costs ~18 GPU-h a day more, same p99) */
     double cooldown_s;         /* no action this soon after the last one; default 300 */
     double cold_start_prior_s; /* a class's cold start until measured; default 180 */
     double alpha;              /* weight of the newest cold start observed; default 0.3 */
