@@ -1,6 +1,7 @@
-/* retention.c: the result retention sweep (retention.h). One pass at a time:
- * `running` is set while a pass is with the committer; `next_ns` says when the
- * next may start (monotonic). One head per process, like the input sweep. */
+/* retention.c: the result retention sweep (retention.h) and the sweep of
+ * finished jobs out of memory. One result pass at a time: `running` is set
+ * while a pass is with the committer; `next_ns` says when the next may start
+ * (monotonic). One head per process, like the input sweep. */
 #include "head/retention.h"
 
 #include <stdatomic.h>
