@@ -13,7 +13,9 @@
 #include "common/log.h"
 #include "head/admission.h"
 #include "head/dispatch.h"
+#include "head/metrics.h"
 #include "head/ops.h"
+#include "head/trace.h"
 
 #define MOD "batch"
 
@@ -140,8 +142,10 @@ static void batch_op_done(struct commit_op *op, int rc)
         if (!j)
             continue;
         if (rc == 0) {
-            j->committed = true;
+            jobs_mark_committed(h->jobs, j);
             jobs_changed(h->jobs, j);
+            trace_admitted(j->rec.id);
+            metrics_job_submitted(&j->rec);
         } else {
             jobs_remove(h->jobs, j);
         }
@@ -197,6 +201,7 @@ void head_batch_submit(struct head *h, int64_t tenant_id, struct job_rec *recs, 
         if (r->admitted)
             admission_bind(h->admission, r->tenant_name, r);
         jobs_insert(h->jobs, r); /* invisible (committed false) until the commit is done */
+        trace_accepted(r);
     }
     committer_submit(h->committer, &o->op);
     jobs_unlock(h->jobs);

@@ -233,8 +233,7 @@ static void submit_done(struct commit_op *op, int rc)
     jobs_lock(h->jobs);
     struct hjob *j = jobs_find(h->jobs, o->rec.id);
     if (rc == 0) {
-        j->committed = true;
-        jobs_retrack(h->jobs, j); /* now counted (jobs_queue_stats) */
+        jobs_mark_committed(h->jobs, j);
         jobs_changed(h->jobs, j);
         trace_admitted(j->rec.id);
         metrics_job_submitted(&j->rec);
@@ -937,8 +936,7 @@ static void recover_job(void *arg, struct job_rec *rec)
     struct head *h = c->h;
     jobs_lock(h->jobs);
     struct hjob *j = jobs_insert(h->jobs, rec);
-    j->committed = true;
-    jobs_retrack(h->jobs, j);
+    jobs_mark_committed(h->jobs, j);
     if (j->rec.lc.state == LC_RUNNING) {
         /* Its agent may still run it; a completion for this attempt is refused
          * once it is re-queued, and the job runs again: at least once, accepted once. */

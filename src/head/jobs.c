@@ -322,6 +322,12 @@ static void fire_watchers(struct hjob *j)
     }
 }
 
+void jobs_mark_committed(struct jobs *t, struct hjob *j)
+{
+    j->committed = true;
+    jobs_retrack(t, j);
+}
+
 void jobs_changed(struct jobs *t, struct hjob *j)
 {
     (void)t;
@@ -459,15 +465,6 @@ void jobs_foreach(struct jobs *t, void (*fn)(void *arg, const struct hjob *j), v
         for (struct hjob *j = t->buckets[i]; j; j = j->next)
             if (j->committed)
                 fn(arg, j);
-}
-
-void jobs_count(struct jobs *t, int counts[JOB_NSTATES])
-{
-    memset(counts, 0, JOB_NSTATES * sizeof counts[0]);
-    for (size_t i = 0; i < t->nbuckets; i++)
-        for (struct hjob *j = t->buckets[i]; j; j = j->next)
-            if ((unsigned)j->rec.lc.state < JOB_NSTATES)
-                counts[j->rec.lc.state]++;
 }
 
 void jobs_set_next_id(struct jobs *t, uint64_t next)

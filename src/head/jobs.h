@@ -86,14 +86,14 @@ int jobs_sweep(struct jobs *t, int64_t cutoff_ms, int64_t idem_cutoff_ms);
 void jobs_shutdown(struct jobs *t);
 /* Calls fn for every committed job (lock held; fn must not change the table). */
 void jobs_foreach(struct jobs *t, void (*fn)(void *arg, const struct hjob *j), void *arg);
-/* Counts by state (array of JOB_NSTATES). */
-void jobs_count(struct jobs *t, int counts[JOB_NSTATES]);
 
 /* The timed list: every job whose life time alone can change — running
  * (lease, timeout, deadline) or queued with a deadline. jobs_retrack puts j on
  * it or takes it off after a change of state or of committed (lock held), and
  * brings the counts of jobs_queue_stats up to date. */
 void jobs_retrack(struct jobs *t, struct hjob *j);
+/* A job's insert is durable: it becomes visible and counted (lock held). */
+void jobs_mark_committed(struct jobs *t, struct hjob *j);
 /* The first job of the timed list and the next (lock held; NULL at the end). */
 struct hjob *jobs_timed_first(struct jobs *t);
 struct hjob *jobs_timed_next(struct hjob *j);
