@@ -61,13 +61,22 @@ static struct backlog_entry *entry(struct backlog_entry *t, int *n, const char *
     return e;
 }
 
-static void count(struct backlog_entry *e, double gpu_s, int running)
+static void count(struct backlog_entry *e, double gpu_s, int queued, int running)
 {
     e->gpu_s += gpu_s;
-    if (running)
-        e->running++;
-    else
-        e->queued++;
+    e->queued += queued;
+    e->running += running;
+}
+
+static void add(struct backlog *b, const char *cap, int lane_batch, const char *tenant,
+                double gpu_s, int queued, int running)
+{
+    count(entry(b->by_cap, &b->ncap, cap), gpu_s, queued, running);
+    count(&b->by_lane[lane_batch ? 1 : 0], gpu_s, queued, running);
+    count(entry(b->by_tenant, &b->ntenant, tenant), gpu_s, queued, running);
+    b->gpu_s += gpu_s;
+    b->queued += queued;
+    b->running += running;
 }
 
 void backlog_add(struct backlog *b, const char *cap, int lane_batch, const char *tenant,
@@ -78,12 +87,11 @@ void backlog_add(struct backlog *b, const char *cap, int lane_batch, const char 
     if (progress > 1)
         progress = 1;
     double left = cost_s > 0 ? cost_s * (running ? 1.0 - progress : 1.0) : 0;
-    count(entry(b->by_cap, &b->ncap, cap), left, running);
-    count(&b->by_lane[lane_batch ? 1 : 0], left, running);
-    count(entry(b->by_tenant, &b->ntenant, tenant), left, running);
-    b->gpu_s += left;
-    if (running)
-        b->running++;
-    else
-        b->queued++;
+    add(b, cap, lane_batch, tenant, left, !running, !!running);
+}
+
+void backlog_add_queued(struct backlog *b, const char *cap, int lane_batch, const char *tenant,
+                        double gpu_s, int n)
+{
+    add(b, cap, lane_batch, tenant, gpu_s > 0 ? gpu_s : 0, n, 0);
 }

@@ -78,5 +78,8 @@ void backlog_init(struct backlog *b);
 /* Adds one unfinished job: running with progress in 0..1, or queued. */
 void backlog_add(struct backlog *b, const char *cap, int lane_batch, const char *tenant,
                  double cost_s, int running, double progress);
+/* Adds n queued jobs of one (capability, lane, tenant) holding gpu_s of work. */
+void backlog_add_queued(struct backlog *b, const char *cap, int lane_batch, const char *tenant,
+                        double gpu_s, int n);
 
 #endif

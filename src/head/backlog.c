@@ -24,25 +24,35 @@ static const char *tenant_of(struct backlog_ctx *c, int64_t id)
     return "?";
 }
 
-static void backlog_job(void *arg, const struct hjob *j)
-{
-    struct backlog_ctx *c = arg;
-    const struct job_rec *r = &j->rec;
-    if (r->lc.state != LC_QUEUED && r->lc.state != LC_RUNNING)
-        return;
-    if (c->tenant_id >= 0 && r->tenant_id != c->tenant_id)
-        return;
-    backlog_add(c->b, r->capability, r->lane == LANE_BATCH, tenant_of(c, r->tenant_id),
-                r->cost_s, r->lc.state == LC_RUNNING, r->progress);
-}
-
+/* Queued work from the job table's per-(capability, lane, tenant) counters
+ * (the figures /metrics and the fleet view show); running jobs, with what is
+ * left of them by their progress, from the timed list. No pass over the jobs. */
 void head_backlog(struct head *h, int64_t tenant_id, struct backlog *out)
 {
     backlog_init(out);
     struct backlog_ctx c = {.tenant_id = tenant_id, .b = out};
     c.ntenants = head_tenants_list(h, &c.tenants);
+    long long states[JOB_NSTATES];
+    struct jobs_queue *groups = NULL;
+    int cap = 0;
+    int n = jobs_queue_stats(h->jobs, states, &groups, &cap);
+    for (int i = 0; i < n; i++) {
+        const struct jobs_queue *g = &groups[i];
+        if (g->depth <= 0 || (tenant_id >= 0 && g->tenant_id != tenant_id))
+            continue;
+        backlog_add_queued(out, g->capability, g->lane == LANE_BATCH, tenant_of(&c, g->tenant_id),
+                           (double)g->backlog_ms / 1000.0, (int)g->depth);
+    }
+    free(groups);
     jobs_lock(h->jobs);
-    jobs_foreach(h->jobs, backlog_job, &c);
+    for (struct hjob *j = jobs_timed_first(h->jobs); j; j = jobs_timed_next(j)) {
+        const struct job_rec *r = &j->rec;
+        if (!j->committed || r->lc.state != LC_RUNNING ||
+            (tenant_id >= 0 && r->tenant_id != tenant_id))
+            continue;
+        backlog_add(out, r->capability, r->lane == LANE_BATCH, tenant_of(&c, r->tenant_id),
+                    r->cost_s, 1, r->progress);
+    }
     jobs_unlock(h->jobs);
     free(c.tenants);
 }
