@@ -122,6 +122,18 @@ int cli_start(struct cli *c, const char *cmd, const char *usage, const char *abo
     return CLI_OK;
 }
 
+int cli_want_args(struct cli *c, size_t lo, size_t hi, const char *usage)
+{
+    if (c->npos >= lo && c->npos <= hi)
+        return CLI_OK;
+    if (c->npos < lo)
+        fprintf(stderr, "gpuq %s: missing argument (usage: gpuq %s)\n", c->cmd, usage);
+    else
+        fprintf(stderr, "gpuq %s: unexpected argument '%s' (usage: gpuq %s)\n", c->cmd,
+                c->pos[hi], usage);
+    return CLI_EUSAGE;
+}
+
 void cli_finish(struct cli *c)
 {
     client_fini(&c->http);

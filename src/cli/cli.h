@@ -37,6 +37,9 @@ struct cli {
 int cli_start(struct cli *c, const char *cmd, const char *usage, const char *about,
               struct opt *table, int argc, char **argv);
 void cli_finish(struct cli *c);
+/* cli_want_args: CLI_OK when lo..hi positional arguments were given; else
+ * says which is missing or unexpected, with the usage, and returns CLI_EUSAGE. */
+int cli_want_args(struct cli *c, size_t lo, size_t hi, const char *usage);
 
 /* cli_call sends a request and returns its JSON answer in *out when the
  * status is expected_lo..expected_hi; otherwise prints the error and returns

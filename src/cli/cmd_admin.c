@@ -20,18 +20,6 @@ static int start_admin(struct cli *c, const char *cmd, const char *usage, const 
     return cli_start(c, cmd, usage, about, table, argc, argv);
 }
 
-static int want_pos(struct cli *c, size_t lo, size_t hi, const char *usage)
-{
-    if (c->npos >= lo && c->npos <= hi)
-        return CLI_OK;
-    if (c->npos < lo)
-        fprintf(stderr, "gpuq %s: missing argument (usage: gpuq %s)\n", c->cmd, usage);
-    else
-        fprintf(stderr, "gpuq %s: unexpected argument '%s' (usage: gpuq %s)\n", c->cmd,
-                c->pos[hi], usage);
-    return CLI_EUSAGE;
-}
-
 static struct opt tenant_add_opts[] = {
     {.name = "tier", .arg = "T", .help = "paid | free (default paid)"},
     {0},
@@ -46,7 +34,7 @@ int cmd_tenant_add(int argc, char **argv)
                          tenant_add_opts, argc, argv);
     if (rc != CLI_OK)
         return rc < 0 ? CLI_OK : rc;
-    if ((rc = want_pos(&c, 1, 1, usage)) != CLI_OK)
+    if ((rc = cli_want_args(&c, 1, 1, usage)) != CLI_OK)
         goto out;
     json_t *body = json_object();
     json_object_set_new(body, "name", json_string(c.pos[0]));
@@ -86,7 +74,7 @@ int cmd_tenant_ls(int argc, char **argv)
     if (rc != CLI_OK)
         return rc < 0 ? CLI_OK : rc;
     json_t *v = NULL;
-    if ((rc = want_pos(&c, 0, 0, "tenant ls")) == CLI_OK &&
+    if ((rc = cli_want_args(&c, 0, 0, "tenant ls")) == CLI_OK &&
         (rc = cli_call(&c, "GET", "/v1/tenants", NULL, CLI_REQUEST_TIMEOUT_S, &v)) == CLI_OK) {
         if (c.json)
             cli_print_json(v);
@@ -108,7 +96,7 @@ int cmd_worker_token_add(int argc, char **argv)
                          no_opts, argc, argv);
     if (rc != CLI_OK)
         return rc < 0 ? CLI_OK : rc;
-    if ((rc = want_pos(&c, 0, 1, usage)) != CLI_OK)
+    if ((rc = cli_want_args(&c, 0, 1, usage)) != CLI_OK)
         goto out;
     json_t *body = json_object();
     json_object_set_new(body, "name", json_string(c.npos ? c.pos[0] : "agents"));
@@ -142,7 +130,7 @@ int cmd_workers(int argc, char **argv)
     if (rc != CLI_OK)
         return rc < 0 ? CLI_OK : rc;
     json_t *v = NULL;
-    if ((rc = want_pos(&c, 0, 0, "workers")) == CLI_OK &&
+    if ((rc = cli_want_args(&c, 0, 0, "workers")) == CLI_OK &&
         (rc = cli_call(&c, "GET", "/v1/workers", NULL, CLI_REQUEST_TIMEOUT_S, &v)) == CLI_OK) {
         if (c.json)
             cli_print_json(v);
@@ -176,7 +164,7 @@ int cmd_resubmit(int argc, char **argv)
     if (rc != CLI_OK)
         return rc < 0 ? CLI_OK : rc;
     json_t *v = NULL;
-    if ((rc = want_pos(&c, 1, 1, usage)) == CLI_OK &&
+    if ((rc = cli_want_args(&c, 1, 1, usage)) == CLI_OK &&
         (rc = post_on_id(&c, "/v1/jobs", "resubmit", &v)) == CLI_OK) {
         if (c.json) {
             cli_print_json(v);
@@ -201,7 +189,7 @@ int cmd_drain(int argc, char **argv)
     if (rc != CLI_OK)
         return rc < 0 ? CLI_OK : rc;
     json_t *v = NULL;
-    if ((rc = want_pos(&c, 1, 1, usage)) == CLI_OK &&
+    if ((rc = cli_want_args(&c, 1, 1, usage)) == CLI_OK &&
         (rc = post_on_id(&c, "/v1/workers", "drain", &v)) == CLI_OK) {
         if (c.json)
             cli_print_json(v);

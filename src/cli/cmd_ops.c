@@ -14,19 +14,6 @@ static const char *const lanes[] = {"interactive", "batch", NULL};
 
 static struct opt no_opts[] = {{0}};
 
-/* Checks the count of positional arguments; an exit code. */
-static int want_args(struct cli *c, size_t lo, size_t hi, const char *usage)
-{
-    if (c->npos >= lo && c->npos <= hi)
-        return CLI_OK;
-    if (c->npos < lo)
-        fprintf(stderr, "gpuq %s: missing argument (usage: gpuq %s)\n", c->cmd, usage);
-    else
-        fprintf(stderr, "gpuq %s: unexpected argument '%s' (usage: gpuq %s)\n", c->cmd,
-                c->pos[hi], usage);
-    return CLI_EUSAGE;
-}
-
 /* Sends METHOD PREFIX/ARG[/SUFFIX], ARG the first positional argument escaped. */
 static int call_on_arg(struct cli *c, const char *method, const char *prefix, const char *suffix,
                        json_t **v)
@@ -60,7 +47,7 @@ int cmd_result(int argc, char **argv)
         return rc < 0 ? CLI_OK : rc;
     struct opt *file = opts_find(result_opts, "output"), *dir = opts_find(result_opts, "out");
     json_t *job = NULL;
-    if ((rc = want_args(&c, 1, 1, usage)) != CLI_OK)
+    if ((rc = cli_want_args(&c, 1, 1, usage)) != CLI_OK)
         goto out;
     if (opts_given(file) && opts_given(dir)) {
         fprintf(stderr, "gpuq result: --output and --out: give one\n");
@@ -118,7 +105,7 @@ int cmd_wait(int argc, char **argv)
     double timeout = 0;
     struct opt *o = opts_find(wait_opts, "timeout");
     json_t *job = NULL;
-    if ((rc = want_args(&c, 1, 1, usage)) != CLI_OK)
+    if ((rc = cli_want_args(&c, 1, 1, usage)) != CLI_OK)
         goto out;
     if (opts_given(o)) {
         long long s;
@@ -160,7 +147,7 @@ static int worker_change(int argc, char **argv, const char *cmd, const char *ver
     if (rc != CLI_OK)
         return rc < 0 ? CLI_OK : rc;
     json_t *v = NULL;
-    if ((rc = want_args(&c, 1, 1, usage)) == CLI_OK &&
+    if ((rc = cli_want_args(&c, 1, 1, usage)) == CLI_OK &&
         (rc = call_on_arg(&c, "POST", "/v1/workers", verb, &v)) == CLI_OK) {
         if (c.json)
             cli_print_json(v);
@@ -199,7 +186,7 @@ int cmd_tenant_rm(int argc, char **argv)
     if (rc != CLI_OK)
         return rc < 0 ? CLI_OK : rc;
     json_t *v = NULL;
-    if ((rc = want_args(&c, 1, 1, usage)) == CLI_OK &&
+    if ((rc = cli_want_args(&c, 1, 1, usage)) == CLI_OK &&
         (rc = call_on_arg(&c, "DELETE", "/v1/tenants", NULL, &v)) == CLI_OK) {
         if (c.json)
             cli_print_json(v);
@@ -222,7 +209,7 @@ int cmd_key_revoke(int argc, char **argv)
     if (rc != CLI_OK)
         return rc < 0 ? CLI_OK : rc;
     json_t *v = NULL;
-    if ((rc = want_args(&c, 1, 1, usage)) == CLI_OK &&
+    if ((rc = cli_want_args(&c, 1, 1, usage)) == CLI_OK &&
         (rc = call_on_arg(&c, "DELETE", "/v1/tenants", "key", &v)) == CLI_OK) {
         if (c.json)
             cli_print_json(v);
@@ -245,7 +232,7 @@ int cmd_key_rotate(int argc, char **argv)
     if (rc != CLI_OK)
         return rc < 0 ? CLI_OK : rc;
     json_t *v = NULL;
-    if ((rc = want_args(&c, 1, 1, usage)) == CLI_OK &&
+    if ((rc = cli_want_args(&c, 1, 1, usage)) == CLI_OK &&
         (rc = call_on_arg(&c, "POST", "/v1/tenants", "key", &v)) == CLI_OK) {
         if (c.json) {
             cli_print_json(v);
@@ -298,7 +285,7 @@ static int pause_change(int argc, char **argv, const char *cmd, const char *abou
         return rc < 0 ? CLI_OK : rc;
     struct opt *cap = opts_find(pause_opts, "capability"), *lane = opts_find(pause_opts, "lane");
     json_t *v = NULL;
-    if ((rc = want_args(&c, 0, 0, usage)) != CLI_OK)
+    if ((rc = cli_want_args(&c, 0, 0, usage)) != CLI_OK)
         goto out;
     if (opts_given(cap) == opts_given(lane)) {
         fprintf(stderr, "gpuq %s: give one of --capability CAP or --lane L\n", cmd);
@@ -349,7 +336,7 @@ int cmd_pauses(int argc, char **argv)
     if (rc != CLI_OK)
         return rc < 0 ? CLI_OK : rc;
     json_t *v = NULL;
-    if ((rc = want_args(&c, 0, 0, "pauses")) == CLI_OK &&
+    if ((rc = cli_want_args(&c, 0, 0, "pauses")) == CLI_OK &&
         (rc = cli_call(&c, "GET", "/v1/pauses", NULL, CLI_REQUEST_TIMEOUT_S, &v)) == CLI_OK) {
         if (c.json)
             cli_print_json(v);
@@ -372,7 +359,7 @@ int cmd_promote(int argc, char **argv)
     if (rc != CLI_OK)
         return rc < 0 ? CLI_OK : rc;
     json_t *v = NULL;
-    if ((rc = want_args(&c, 1, 1, usage)) == CLI_OK &&
+    if ((rc = cli_want_args(&c, 1, 1, usage)) == CLI_OK &&
         (rc = call_on_arg(&c, "POST", "/v1/jobs", "promote", &v)) == CLI_OK) {
         if (c.json) {
             cli_print_json(v);

@@ -18,13 +18,9 @@ static int start_tokens(struct cli *c, const char *cmd, const char *usage, const
     int rc = cli_start(c, cmd, usage, about, tok_opts, argc, argv);
     if (rc != CLI_OK)
         return rc;
-    if (c->npos != npos) {
-        fprintf(stderr, "gpuq %s: %s (usage: gpuq %s)\n", cmd,
-                c->npos < npos ? "missing argument" : "unexpected argument", usage);
+    if ((rc = cli_want_args(c, npos, npos, usage)) != CLI_OK)
         cli_finish(c);
-        return CLI_EUSAGE;
-    }
-    return CLI_OK;
+    return rc;
 }
 
 int cmd_worker_token_ls(int argc, char **argv)
