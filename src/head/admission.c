@@ -155,18 +155,3 @@ void admission_backlog_each(struct admission *a,
     pthread_mutex_unlock(&a->lock);
 }
 
-double admission_throughput(struct admission *a, enum sched_lane lane)
-{
-    pthread_mutex_lock(&a->lock);
-    double t = admit_throughput(a->admit, lane, clock_mono_ns());
-    pthread_mutex_unlock(&a->lock);
-    return t;
-}
-
-double admission_tenant_budget(struct admission *a, const char *tenant)
-{
-    pthread_mutex_lock(&a->lock);
-    double b = admit_tenant_budget(a->admit, tenant, clock_mono_ns());
-    pthread_mutex_unlock(&a->lock);
-    return b;
-}

@@ -48,7 +48,5 @@ void admission_backlog_each(struct admission *a,
                             void (*fn)(const char *capability, enum sched_lane lane,
                                        const char *tenant, double gpu_s, int jobs, void *arg),
                             void *arg);
-double admission_throughput(struct admission *a, enum sched_lane lane);
-double admission_tenant_budget(struct admission *a, const char *tenant);
 
 #endif

@@ -38,7 +38,6 @@ struct fleet {
     int64_t all_tick;
     struct fleet_scope scopes[FLEET_SCOPES];
     uint64_t gen;
-    long long collects;
 };
 
 struct fleet *fleet_create(void)
@@ -360,7 +359,6 @@ struct fleet_text *head_fleet_shared(struct head *h, int64_t tenant_id, int64_t 
         fleet_collect(h, &f->all);
         f->all_ok = true;
         f->all_tick = tick;
-        f->collects++;
     }
     struct fleet_scope *sc = scope_slot(f, tenant_id);
     if (!sc->text || sc->tick != tick) {
@@ -389,10 +387,3 @@ struct fleet_text *head_fleet_shared(struct head *h, int64_t tenant_id, int64_t 
     return t;
 }
 
-long long fleet_shared_collects(struct fleet *f)
-{
-    pthread_mutex_lock(&f->shared_lock);
-    long long n = f->collects;
-    pthread_mutex_unlock(&f->shared_lock);
-    return n;
-}

@@ -166,7 +166,5 @@ typedef void (*fleet_render_fn)(struct buf *out, const struct fleet_view *v);
 struct fleet_text *head_fleet_shared(struct head *h, int64_t tenant_id, int64_t tick,
                                      fleet_render_fn render);
 void fleet_text_unref(struct fleet_text *t);
-/* How many times the fleet was collected for the streams (for tests and benches). */
-long long fleet_shared_collects(struct fleet *f);
 
 #endif

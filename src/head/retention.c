@@ -28,7 +28,6 @@ struct prune_op {
 static atomic_bool running;
 static _Atomic int64_t next_sweep_ns;
 static _Atomic int64_t next_ns;
-static atomic_llong deleted_total;
 
 int64_t retention_ms(const struct head_config *cfg)
 {
@@ -62,7 +61,6 @@ static void prune_done(struct commit_op *op, int rc)
         log_warn(MOD, "result sweep failed: %s", gpuq_strerror(rc));
         p->deleted = 0;
     } else if (p->deleted) {
-        atomic_fetch_add(&deleted_total, p->deleted);
         log_info(MOD, "result sweep: %d result(s) past retention deleted", p->deleted);
     }
     /* A full batch: more are waiting, so the next tick goes on with them. */
@@ -109,7 +107,3 @@ void retention_tick(struct head *h)
     committer_submit(h->committer, &p->op);
 }
 
-long long retention_deleted(void)
-{
-    return atomic_load(&deleted_total);
-}

@@ -28,7 +28,4 @@ int64_t retention_ms(const struct head_config *cfg);
  * that deleted a full batch makes the next one due at once. */
 void retention_tick(struct head *h);
 
-/* Results deleted since start (for tests and figures). */
-long long retention_deleted(void);
-
 #endif
