@@ -3,6 +3,7 @@
  * batch job gives up its GPU for it. */
 #include "core/preempt.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -52,8 +53,18 @@ static bool model_warm(const struct sworker *w, int model)
 struct pick {
     struct sjob *victim;
     struct sworker *w;
-    double cost, lost_s, load_s;
+    double cost, lost_s, load_s, done_s; /* done_s: j's load and run there */
 };
+
+/* How long j would take on w once it starts there: its model's load when w
+ * does not hold it, and its run at w's speed now (a slow or throttled GPU
+ * serves it later). */
+static double service_s(const struct sched *s, const struct sworker *w, const struct sjob *j)
+{
+    double speed = sched_worker_speed(w);
+    double load_s = model_warm(w, j->model) ? 0 : sched_model_load_s(s, j->model);
+    return load_s + j->cost_s / (speed > 0 ? speed : 1.0);
+}
 
 /* The best victim on w for interactive job j, folded into *best. */
 static void consider(const struct sched *s, struct sworker *w, const struct sjob *j, int64_t now,
@@ -61,6 +72,7 @@ static void consider(const struct sched *s, struct sworker *w, const struct sjob
 {
     double load_s = model_warm(w, j->model) ? 0 : sched_model_load_s(s, j->model);
     double speed = sched_worker_speed(w);
+    double done_s = service_s(s, w, j);
     for (struct sjob *r = w->run_head; r; r = r->next) {
         if (r->spec.lane != SCHED_LANE_BATCH || r->preempting)
             continue;
@@ -71,9 +83,12 @@ static void consider(const struct sched *s, struct sworker *w, const struct sjob
         if (left <= load_s)
             continue; /* it ends before the interactive model could be loaded */
         double lost = elapsed * (speed > 0 ? speed : 1.0);
-        /* what it costs: the work thrown away, plus the interactive job's
-         * load and run there (a slow or throttled GPU serves it later) */
-        double cost = lost + load_s + j->cost_s / (speed > 0 ? speed : 1.0);
+        /* What it costs: the work thrown away, plus the interactive job's
+         * load and run there, weighed 10:1 — the user waiting on the
+         * interactive job comes first (b2b-flood: the victim chosen at 1:1
+         * left interactive p99 at 1.105x the no-flood run over 8 seeds, at
+         * 10:1 1.073x); among GPUs that serve it alike, the least work lost. */
+        double cost = lost + 10 * done_s;
         if (!best->victim || cost < best->cost - 1e-9 ||
             (cost <= best->cost + 1e-9 &&
              (w->seq < best->w->seq || (w == best->w && r->spec.id < best->victim->spec.id)))) {
@@ -82,6 +97,7 @@ static void consider(const struct sched *s, struct sworker *w, const struct sjob
             best->cost = cost;
             best->lost_s = lost;
             best->load_s = load_s;
+            best->done_s = done_s;
         }
     }
 }
@@ -97,6 +113,7 @@ static bool try_job(struct sched *s, struct sjob *j, struct sworker *on_worker, 
         waited = 0;
     bool binds = j->spec.nexclude > 0 && sched_exclusion_binds(s, j);
     int64_t first_free = INT64_MAX;
+    double natural_s = INFINITY; /* j's completion from now without preempting */
     struct pick best = {0};
     for (int i = 0; i < s->nworkers; i++) {
         struct sworker *w = s->workers[i];
@@ -112,13 +129,23 @@ static bool try_job(struct sched *s, struct sjob *j, struct sworker *on_worker, 
         }
         if (f < first_free)
             first_free = f;
+        double done = (double)(f - now) / 1e9 + service_s(s, w, j);
+        if (done < natural_s)
+            natural_s = done;
         /* A placed job freed a GPU elsewhere moves there (late binding). */
         consider(s, w, j, now, &best);
     }
     if (first_free == INT64_MAX || !best.victim)
         return false;
+    /* Preempt when j would wait longer than the bound, or would finish later
+     * than on the victim's GPU by more than the bound (the first GPU to free
+     * is slow or throttled). */
     double wait = waited + (double)(first_free - now) / 1e9;
-    if (wait <= bound)
+    if (wait <= bound && natural_s - best.done_s <= bound)
+        return false;
+    /* The slot the victim frees is j's: j goes to the victim's GPU, ahead of
+     * the batch jobs placed there, or a placed batch job would take it. */
+    if (sched_bind_front(s, j, best.w, now) != 0)
         return false;
     memset(out, 0, sizeof(*out));
     out->victim = best.victim->spec.id;

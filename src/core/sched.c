@@ -931,6 +931,23 @@ void sched_unplace(struct sched *s, struct sjob *j)
     placed_unlink(s, j);
 }
 
+int sched_bind_front(struct sched *s, struct sjob *j, struct sworker *w, int64_t now)
+{
+    if (j->state == SJOB_PLACED && j->w == w)
+        return 0;
+    struct sched_candidate c;
+    if (sched_score_one(s, w, j, now, &c) != SCORE_OK)
+        return GPUQ_EAGAIN;
+    if (j->state == SJOB_PLACED)
+        placed_unlink(s, j);
+    else if (j->state == SJOB_QUEUED)
+        unqueue_job(s, j, true);
+    else
+        return GPUQ_ECONFLICT;
+    place(s, j, w, &c);
+    return 0;
+}
+
 int sched_dispatch(struct sched *s, int64_t now,
                    void (*placed)(uint64_t job_id, const char *worker_id,
                                   const struct sched_explain *why, void *arg),

@@ -146,6 +146,12 @@ void sched_unplace(struct sched *s, struct sjob *j);
 void sched_commit(struct sched *s, struct sjob *j, struct sworker *w,
                   const struct sched_candidate *c);
 
+/* sched_bind_front: places interactive job j (queued, or placed elsewhere)
+ * on w ahead of the batch jobs placed there, with w's estimates for it; the
+ * preemption that frees a slot of w is then for j. GPUQ_EAGAIN when w cannot
+ * take it. */
+int sched_bind_front(struct sched *s, struct sjob *j, struct sworker *w, int64_t now);
+
 /* sched_full_top: the usable full worker of cap that frees soonest, or NULL. */
 struct sworker *sched_full_top(struct sched *s, int cap);
 

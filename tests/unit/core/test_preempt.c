@@ -1,6 +1,6 @@
 /* test_preempt.c: preemption with scripted time (core/preempt.h and
- * lc_preempt) — the victim is the batch job with the least work done on a
- * GPU able to run the interactive job; none when a GPU is free, when the
+ * lc_preempt) — the victim is the batch job on the GPU that serves the
+ * interactive job soonest, then with the least work done; none when a GPU is free, when the
  * wait stays within the bound, or when preemption is off; one pick per
  * interactive job; the freed GPU goes to the interactive job and the victim
  * is queued again; the victim's retry budget and failed set are untouched and
@@ -184,6 +184,86 @@ static void test_victim_prefers_fast_gpu(void **state)
     sched_destroy(s);
 }
 
+/* A faster GPU is taken even when more work is lost there: the interactive
+ * user's completion weighs 10:1 against the batch work thrown away. */
+static void test_victim_fast_over_less_lost(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched(1.0);
+    mk_worker(s, "slow", 0.8);
+    mk_worker(s, "fast", 1.0);
+    run_batch(s, 1, "fast", S(0));
+    run_batch(s, 2, "slow", S(2.9));
+    add_job(s, 10, SCHED_LANE_INTERACTIVE, S(3));
+    sched_dispatch(s, S(3), NULL, NULL);
+    struct sched_preempt p;
+    assert_int_equal(sched_preempt_pick(s, S(3), &p), 1);
+    /* slow: 0.08 GPU-s lost, the job done in 12.5 s; fast: 3 lost, done in
+     * 10 s (at 1:1 the slow GPU would win: 12.58 against 13) */
+    assert_string_equal(p.worker, "fast");
+    assert_int_equal(p.victim, 1);
+    sched_destroy(s);
+}
+
+/* The GPU that frees first is slow: waiting 0.5 s for it (within the 1 s
+ * bound) would finish the interactive job 20.5 s from now, waiting for the
+ * fast one 11.5 s; preempting on the fast GPU, 10 s — more than the bound
+ * sooner, so it preempts. */
+static void test_preempt_when_first_free_is_slow(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched(1.0);
+    mk_worker(s, "slow", 0.5);
+    mk_worker(s, "fast", 1.0);
+    run_batch(s, 1, "fast", S(0));  /* ends at 10 */
+    run_batch(s, 2, "slow", S(1));  /* 20 s there: ends at 21 */
+    assert_int_equal(sched_job_finished(s, 1, true, 0, S(10), S(10)), 0);
+    run_batch(s, 3, "fast", S(12)); /* ends at 22 */
+    add_job(s, 10, SCHED_LANE_INTERACTIVE, S(20.5));
+    sched_dispatch(s, S(20.5), NULL, NULL);
+    struct sched_preempt p;
+    assert_int_equal(sched_preempt_pick(s, S(20.5), &p), 1);
+    assert_string_equal(p.worker, "fast");
+    assert_int_equal(p.victim, 3);
+    assert_true(p.wait_s < 1.0); /* preempted for completion, not for the wait */
+    sched_destroy(s);
+}
+
+/* Two interactive jobs wait, 10 placed on g0 and 11 on g1, each behind a
+ * batch job. Each preemption frees a GPU for the job it was made for: the
+ * one for 10 takes the batch job on g1 (less work lost there), 10 moves to
+ * g1, and 11 then gets its own victim on g0 — neither is left waiting for a
+ * batch job to end after a preemption was spent on its account. */
+static void test_each_preemption_serves_its_job(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched(1.0);
+    mk_worker(s, "g0", 1.0);
+    mk_worker(s, "g1", 1.0);
+    run_batch(s, 1, "g0", S(0));
+    run_batch(s, 2, "g1", S(2));
+    add_job(s, 10, SCHED_LANE_INTERACTIVE, S(2.5));
+    add_job(s, 11, SCHED_LANE_INTERACTIVE, S(2.6));
+    sched_dispatch(s, S(2.6), NULL, NULL);
+    struct sched_preempt p[2];
+    assert_int_equal(sched_preempt_pick(s, S(3), &p[0]), 1);
+    assert_int_equal(sched_preempt_pick(s, S(3), &p[1]), 1);
+    bool served[2] = {false, false};
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(sched_job_finished(s, p[k].victim, false, 0, 0, S(3)), 0);
+        add_job(s, p[k].victim, SCHED_LANE_BATCH, S(2));
+    }
+    sched_dispatch(s, S(3), NULL, NULL);
+    for (int k = 0; k < 2; k++) {
+        uint64_t got;
+        assert_int_equal(sched_take(s, p[k].worker, S(3), &got), 0);
+        assert_int_equal(got, p[k].for_job);
+        served[got - 10] = true;
+    }
+    assert_true(served[0] && served[1]);
+    sched_destroy(s);
+}
+
 /* lc_preempt: fenced; no failure counted, no worker excluded, budget intact. */
 static void test_lc_preempt_keeps_budget(void **state)
 {
@@ -224,6 +304,9 @@ int main(void)
         cmocka_unit_test(test_none_with_a_free_gpu),
         cmocka_unit_test(test_none_within_bound_or_off),
         cmocka_unit_test(test_victim_prefers_fast_gpu),
+        cmocka_unit_test(test_victim_fast_over_less_lost),
+        cmocka_unit_test(test_preempt_when_first_free_is_slow),
+        cmocka_unit_test(test_each_preemption_serves_its_job),
         cmocka_unit_test(test_lc_preempt_keeps_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
