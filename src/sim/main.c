@@ -10,14 +10,16 @@
 #include "sim/sim.h"
 
 static const struct policy *const all_policies[] = {
-    &policy_gpuq, &policy_rr, &policy_least_loaded, &policy_affinity, &policy_pick_worker,
+    &policy_gpuq,        &policy_rr,          &policy_least_loaded, &policy_affinity,
+    &policy_affinity_ect, &policy_pick_worker, &policy_shared_fifo, &policy_oracle,
 };
 #define NPOL ((int)(sizeof(all_policies) / sizeof(all_policies[0])))
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: gpuq-sim --workload FILE --policy NAME [--seed N] [--json] [--no-timing]\n"
-               "  NAME: gpuq, rr, least-loaded, affinity, pick-worker, or all\n"
+               "  NAME: gpuq, rr, least-loaded, affinity, affinity-ect, pick-worker,\n"
+               "        shared-fifo, oracle, or all\n"
                "  --json       one JSON object keyed by policy name\n"
                "  --no-timing  leave out decision_us (wall-clock), for byte-identical reports\n");
 }
