@@ -103,6 +103,11 @@ int main(int argc, char **argv)
         report_make(&s, &reps[i]);
         sim_fini(&s);
     }
+    /* Every figure beside the oracle's (the floor), when it ran. */
+    for (int i = 0; i < nrun; i++)
+        if (run[i] == &policy_oracle)
+            for (int k = 0; k < nrun; k++)
+                report_vs_oracle(&reps[k], &reps[i]);
     if (json) {
         json_t *o = json_object();
         for (int i = 0; i < nrun; i++)
