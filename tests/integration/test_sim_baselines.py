@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from gpuq_harness import ROOT, binary
+from gpuq_harness import ROOT, SANITIZED, binary
 
 SIM = binary("gpuq-sim")
 WL = os.path.join(ROOT, "bench", "workloads")
@@ -24,6 +24,11 @@ MM4 = os.path.join(WL, "mm4-rho85.json")
 MD1 = os.path.join(WL, "md1-rho80.json")
 
 pytestmark = pytest.mark.skipif(not os.path.exists(SIM), reason="gpuq-sim not built")
+
+# The closed-form checks run 300k-400k jobs each: a property of the
+# simulator's arithmetic, not of its memory safety, which the lighter tests
+# below exercise under the sanitizers too.
+heavy = pytest.mark.skipif(SANITIZED, reason="long statistical runs; not under sanitizers")
 
 ALL = {"gpuq", "rr", "least-loaded", "affinity", "affinity-ect", "pick-worker", "shared-fifo",
        "oracle"}
@@ -77,6 +82,7 @@ def test_workloads_are_what_they_say():
     assert md["arrivals"]["rate_per_s"] * md["capabilities"][0]["run_s"] == pytest.approx(0.8)
 
 
+@heavy
 def test_shared_queue_mean_wait_matches_erlang_c():
     out = report(MM4, "shared-fifo,oracle")
     c = json.load(open(MM4))["fleet"][0]["count"]
@@ -91,6 +97,7 @@ def test_shared_queue_mean_wait_matches_erlang_c():
 # gpuq's mean wait against Erlang C on mm4-rho85 (seed 85), the issue 16
 # target of 3%. Measured before the scheduler work of issue 16: +11.0%
 # (closed form at the drawn rates; +6.9% against the nominal 2.298 s).
+@heavy
 @pytest.mark.xfail(strict=True, reason="issue 16: gpuq mean wait +11.0% above Erlang C on "
                    "mm4-rho85 (queue_depth 2 early binding); target within 3%")
 def test_gpuq_mean_wait_within_3pct_of_erlang_c():
@@ -101,6 +108,7 @@ def test_gpuq_mean_wait_within_3pct_of_erlang_c():
     assert abs(got - want) / want < 0.03, (got, want)
 
 
+@heavy
 def test_md1_mean_wait_matches_pollaczek_khinchine():
     out = report(MD1, "gpuq,shared-fifo")
     for pol in ("gpuq", "shared-fifo"):
@@ -208,3 +216,20 @@ def test_policy_list_refuses_unknown_and_repeated_names():
     for arg, word in (("gpuq,nope", "unknown"), ("gpuq,gpuq", "repeated")):
         p = sim(MD1, arg, check=False)
         assert p.returncode == 2 and word in p.stderr, p.stderr
+
+
+def test_pick_worker_fanout_cap(tmp_path):
+    """Seed 003's fan-out: a capability capped at 1 GPU runs on one GPU at a
+    time while the platform is busy; without the cap it spreads."""
+    wl = json.load(open(MM4))
+    wl["duration_s"] = 2000
+    path = tmp_path / "fan.json"
+    path.write_text(json.dumps(wl))
+    free = json.loads(sim(str(path), "pick-worker").stdout)["pick-worker"]
+    wl["scheduler"]["fanout"] = {"job": 1}
+    path.write_text(json.dumps(wl))
+    capped = json.loads(sim(str(path), "pick-worker").stdout)["pick-worker"]
+    assert free["utilization"] > 0.75  # rho = 0.85 over 4 GPUs
+    # One GPU at a time while busy (a few starts spread while quiet).
+    assert capped["utilization"] < 0.3, capped["utilization"]
+    assert capped["completed"] == free["completed"]
