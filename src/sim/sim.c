@@ -250,6 +250,16 @@ bool sim_gpu_warm(const struct sim *s, int gpu, int model)
     return res_find(&s->gpus[gpu], model) >= 0;
 }
 
+/* The GPU pins the model (fleet[].pinned): it stays pinned when it comes
+ * back after a runtime restart cleared it. */
+static bool gpu_pins(const struct sim_gpu *g, int model)
+{
+    for (int k = 0; k < g->spec->npreload; k++)
+        if (g->spec->preload[k] == model && g->spec->pin[k])
+            return true;
+    return false;
+}
+
 bool sim_gpu_fits(const struct sim *s, int gpu, int model)
 {
     const struct sim_gpu *g = &s->gpus[gpu];
@@ -430,7 +440,8 @@ bool sim_start(struct sim *s, int gpu, int job)
                 g->res[n++] = g->res[i];
         g->nres = n;
         s->m.evictions += nv;
-        g->res[g->nres++] = (struct sim_resident){model, s->now, m->pinned};
+        g->res[g->nres++] =
+            (struct sim_resident){model, s->now, m->pinned || gpu_pins(g, model)};
         g->free_mb -= m->vram_mb;
         load_s = m->load_lo_s + (m->load_hi_s - m->load_lo_s) * rng_uniform(&s->rng);
         s->m.cold_loads++;
