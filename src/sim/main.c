@@ -1,6 +1,6 @@
 /* main.c: gpuq-sim — runs a workload through the gpuq scheduler core and the
  * baselines with simulated time and prints their figures side by side.
- *   gpuq-sim --workload FILE --policy NAME|all [--seed N] [--json] [--no-timing] */
+ *   gpuq-sim --workload FILE --policy NAME[,NAME...]|all [--seed N] [--json] [--no-timing] */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,14 +10,16 @@
 #include "sim/sim.h"
 
 static const struct policy *const all_policies[] = {
-    &policy_gpuq, &policy_rr, &policy_least_loaded, &policy_affinity, &policy_pick_worker,
+    &policy_gpuq,        &policy_rr,          &policy_least_loaded, &policy_affinity,
+    &policy_affinity_ect, &policy_pick_worker, &policy_shared_fifo, &policy_oracle,
 };
 #define NPOL ((int)(sizeof(all_policies) / sizeof(all_policies[0])))
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: gpuq-sim --workload FILE --policy NAME [--seed N] [--json] [--no-timing]\n"
-               "  NAME: gpuq, rr, least-loaded, affinity, pick-worker, or all\n"
+               "  NAME: gpuq, rr, least-loaded, affinity, affinity-ect, pick-worker,\n"
+               "        shared-fifo, oracle, a comma-separated list of them, or all\n"
                "  --json       one JSON object keyed by policy name\n"
                "  --no-timing  leave out decision_us (wall-clock), for byte-identical reports\n");
 }
@@ -76,11 +78,36 @@ int main(int argc, char **argv)
     }
     const struct policy *run[NPOL];
     int nrun = 0;
-    for (int i = 0; i < NPOL; i++)
-        if (strcmp(pname, "all") == 0 || strcmp(pname, all_policies[i]->name) == 0)
+    /* NAME, a comma-separated list of names (run in that order), or all. */
+    if (strcmp(pname, "all") == 0) {
+        for (int i = 0; i < NPOL; i++)
             run[nrun++] = all_policies[i];
+    } else {
+        const char *p = pname;
+        while (*p) {
+            size_t len = strcspn(p, ",");
+            const struct policy *found = NULL;
+            for (int i = 0; i < NPOL; i++)
+                if (strlen(all_policies[i]->name) == len &&
+                    strncmp(p, all_policies[i]->name, len) == 0)
+                    found = all_policies[i];
+            bool dup = false;
+            for (int k = 0; k < nrun; k++)
+                dup = dup || run[k] == found;
+            if (!found || dup) {
+                fprintf(stderr, "gpuq-sim: --policy: %s policy \"%.*s\"\n",
+                        found ? "repeated" : "unknown", (int)len, p);
+                usage(stderr);
+                return 2;
+            }
+            run[nrun++] = found;
+            p += len;
+            if (*p == ',')
+                p++;
+        }
+    }
     if (nrun == 0) {
-        fprintf(stderr, "gpuq-sim: --policy: unknown policy \"%s\"\n", pname);
+        fprintf(stderr, "gpuq-sim: --policy: no policy named\n");
         usage(stderr);
         return 2;
     }
@@ -101,6 +128,11 @@ int main(int argc, char **argv)
         report_make(&s, &reps[i]);
         sim_fini(&s);
     }
+    /* Every figure beside the oracle's (the floor), when it ran. */
+    for (int i = 0; i < nrun; i++)
+        if (run[i] == &policy_oracle)
+            for (int k = 0; k < nrun; k++)
+                report_vs_oracle(&reps[k], &reps[i]);
     if (json) {
         json_t *o = json_object();
         for (int i = 0; i < nrun; i++)

@@ -6,11 +6,18 @@
  *  - least-loaded: the GPU with the shortest queue (running + waiting);
  *  - affinity: seed 002's three-priority router (model loaded and queue below
  *    the max depth; else most free VRAM that fits; else least busy);
+ *  - affinity-ect: seed 002's full router — the same three priorities, with
+ *    GPUs compared by estimated completion time (its rolling per-model
+ *    duration estimates) and a 2x penalty on the wait of a GPU at 80 C, read
+ *    from the state each GPU publishes every 5 s;
  *  - pick-worker: seed 003's pick_worker (warm workers with a free slot, else
  *    any with a free slot, by load ratio then speed score; else queue per
- *    capability and retry as workers free up).
+ *    capability and retry as workers free up), with its fan-out caps.
  * All see the same GPUs, with the same VRAM manager (the core's eviction
- * policy) and retries that avoid the GPU that failed. */
+ * policy) and retries that avoid the GPU that failed. To be honest
+ * baselines, none sends a job to a GPU that can never hold its model, and a
+ * job no GPU can ever run is refused at once rather than left to block a
+ * queue (shared-fifo and oracle live in policy_central.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,11 +25,24 @@
 #include "common/clock.h"
 #include "sim/sim.h"
 
+/* A GPU the job may be sent to: alive, with its capability, able to hold its
+ * model at all (VRAM less pinned models), and not one that failed it. */
 static bool eligible(const struct sim *s, int gpu, const struct sim_job *j)
 {
-    if (!s->gpus[gpu].alive || !sim_gpu_has_cap(s, gpu, j->cap))
+    if (!s->gpus[gpu].alive || !sim_gpu_has_cap(s, gpu, j->cap) ||
+        !sim_gpu_fits(s, gpu, s->wl->caps[j->cap].model))
         return false;
     return !sim_excluded(s, j, gpu);
+}
+
+/* A job no GPU of the fleet can ever run ends refused now (reported as
+ * rejected), instead of waiting forever at the head of some queue. */
+static bool refuse_unrunnable(struct sim *s, int job)
+{
+    if (sim_job_runnable(s, &s->jobs[job]))
+        return false;
+    sim_job_refused(s, job);
+    return true;
 }
 
 static int depth(const struct sim *s, int gpu)
@@ -43,9 +63,12 @@ static void fifo_drain(struct sim *s, int gpu)
 
 static void fifo_route(struct sim *s, int job, int gpu)
 {
+    if (refuse_unrunnable(s, job))
+        return;
+    int cap = s->jobs[job].cap, model = s->wl->caps[cap].model;
     if (gpu < 0) { /* no eligible GPU at all: retry ignoring the exclusion */
         for (int g = 0; g < s->ngpus; g++)
-            if (s->gpus[g].alive && sim_gpu_has_cap(s, g, s->jobs[job].cap)) {
+            if (s->gpus[g].alive && sim_gpu_has_cap(s, g, cap) && sim_gpu_fits(s, g, model)) {
                 gpu = g;
                 break;
             }
@@ -53,10 +76,10 @@ static void fifo_route(struct sim *s, int job, int gpu)
     if (gpu < 0) {
         /* Nothing alive can run it: park it on its first capable GPU. */
         for (int g = 0; g < s->ngpus && gpu < 0; g++)
-            if (sim_gpu_has_cap(s, g, s->jobs[job].cap))
+            if (sim_gpu_has_cap(s, g, cap) && sim_gpu_fits(s, g, model))
                 gpu = g;
         if (gpu < 0)
-            return;
+            return; /* unreachable: refuse_unrunnable found one */
     }
     sim_gpu_enqueue(s, gpu, job);
     fifo_drain(s, gpu);
@@ -184,11 +207,209 @@ const struct policy policy_affinity = {
     .gpu_down = fifo_down,
 };
 
+/* ---- affinity-ect (seed 002's full router) ------------------------------ */
+
+/* What a GPU publishes every 5 s (seed 002: "loaded models, queue depth,
+ * current VRAM usage, temperature"), with the router's completion-time
+ * estimate of its backlog; between two publications the router adds what it
+ * routed there itself. It never reads a running job's true end. */
+struct ect_gpu {
+    bool *loaded;       /* per model */
+    int depth;          /* running + waiting */
+    int64_t free_mb;
+    double temp;
+    double backlog_s;   /* estimated seconds of work left: running + waiting */
+};
+
+struct ect_state {
+    struct ect_gpu *g;
+    double *est;        /* per capability: rolling mean run at the reference size */
+    double next_pub;    /* when the GPUs publish next */
+};
+
+#define ECT_HOT_C 80.0     /* seed 002: "a GPU at 80C gets a 2x weight penalty" */
+#define ECT_HOT_PENALTY 2.0
+#define ECT_PUBLISH_S 5.0  /* seed 002: state published every 5 seconds */
+#define ECT_ALPHA 0.1      /* weight of a new sample in the rolling mean */
+
+static double job_work(const struct wl_size *z)
+{
+    return (double)(z->width ? z->width : 1) * (z->height ? z->height : 1) *
+           (z->steps ? z->steps : 1) * (z->frames ? z->frames : 1);
+}
+
+/* Estimated run time of job: its capability's rolling mean scaled to the
+ * job's size (seed 002: "historical data by model and resolution"). */
+static double ect_run_est(const struct sim *s, const struct ect_state *st, const struct sim_job *j)
+{
+    const struct wl_cap *c = &s->wl->caps[j->cap];
+    return st->est[j->cap] * job_work(&j->size) / job_work(&c->ref);
+}
+
+static double ect_load_est(const struct sim *s, int model)
+{
+    const struct wl_model *m = &s->wl->models[model];
+    return (m->load_lo_s + m->load_hi_s) / 2;
+}
+
+static void ect_publish(struct sim *s)
+{
+    struct ect_state *st = s->pstate;
+    for (int gi = 0; gi < s->ngpus; gi++) {
+        struct sim_gpu *g = &s->gpus[gi];
+        struct ect_gpu *e = &st->g[gi];
+        memset(e->loaded, 0, (size_t)s->wl->nmodels * sizeof(bool));
+        for (int r = 0; r < g->nres; r++)
+            e->loaded[g->res[r].model] = true;
+        e->depth = g->busy + g->qlen;
+        e->free_mb = g->free_mb;
+        e->temp = sim_gpu_temp(s, gi);
+        double work = 0;
+        for (int k = 0; k < g->spec->concurrency; k++) {
+            const struct sim_slot *sl = &g->slots[k];
+            if (sl->phase != SLOT_LOADING && sl->phase != SLOT_RUNNING)
+                continue;
+            const struct sim_job *j = &s->jobs[sl->job];
+            double total = ect_run_est(s, st, j) +
+                           (sl->warm ? 0 : ect_load_est(s, s->wl->caps[j->cap].model));
+            double left = total - (s->now - sl->started);
+            work += left > 0 ? left : 0;
+        }
+        for (int j = g->head; j >= 0; j = s->jobs[j].next)
+            work += ect_run_est(s, st, &s->jobs[j]);
+        e->backlog_s = work / g->spec->concurrency;
+    }
+    st->next_pub = s->now + ECT_PUBLISH_S;
+}
+
+static void ect_init(struct sim *s)
+{
+    struct ect_state *st = xcalloc(1, sizeof(*st));
+    st->g = xcalloc((size_t)s->ngpus, sizeof(*st->g));
+    for (int g = 0; g < s->ngpus; g++)
+        st->g[g].loaded = xcalloc((size_t)s->wl->nmodels, sizeof(bool));
+    st->est = xmalloc((size_t)s->wl->ncaps * sizeof(double));
+    for (int c = 0; c < s->wl->ncaps; c++)
+        st->est[c] = s->wl->caps[c].run_s; /* the same priors gpuq is given */
+    s->pstate = st;
+    ect_publish(s);
+}
+
+static void ect_fini(struct sim *s)
+{
+    struct ect_state *st = s->pstate;
+    for (int g = 0; g < s->ngpus; g++)
+        free(st->g[g].loaded);
+    free(st->g);
+    free(st->est);
+    free(st);
+}
+
+static void ect_tick(struct sim *s)
+{
+    struct ect_state *st = s->pstate;
+    if (s->now >= st->next_pub - 1e-9)
+        ect_publish(s);
+}
+
+static void ect_job_end(struct sim *s, int job, int gpu, bool ok, const char *cls, double load_s,
+                        double run_s)
+{
+    (void)gpu;
+    (void)cls;
+    (void)load_s;
+    struct ect_state *st = s->pstate;
+    const struct sim_job *j = &s->jobs[job];
+    if (!ok || run_s <= 0)
+        return;
+    double ref = run_s * job_work(&s->wl->caps[j->cap].ref) / job_work(&j->size);
+    st->est[j->cap] += ECT_ALPHA * (ref - st->est[j->cap]);
+}
+
+/* Estimated completion of job on gpu from the published state: the wait
+ * (x2 when hot), the load when the model is not there, the run. */
+static double ect_score(const struct sim *s, const struct ect_state *st, int gpu,
+                        const struct sim_job *j)
+{
+    const struct ect_gpu *e = &st->g[gpu];
+    int model = s->wl->caps[j->cap].model;
+    double wait = e->backlog_s * (e->temp >= ECT_HOT_C ? ECT_HOT_PENALTY : 1.0);
+    return wait + (e->loaded[model] ? 0 : ect_load_est(s, model)) + ect_run_est(s, st, j);
+}
+
+static void ect_arrive(struct sim *s, int job)
+{
+    int64_t t0 = clock_mono_ns();
+    struct ect_state *st = s->pstate;
+    const struct sim_job *j = &s->jobs[job];
+    int model = s->wl->caps[j->cap].model;
+    int gpu = -1;
+    double best = 0;
+    /* Priority 1: model loaded and room in its queue — the soonest done. */
+    for (int g = 0; g < s->ngpus; g++) {
+        if (!eligible(s, g, j) || !st->g[g].loaded[model] ||
+            st->g[g].depth >= s->wl->affinity_max_depth)
+            continue;
+        double sc = ect_score(s, st, g, j);
+        if (gpu < 0 || sc < best) {
+            gpu = g;
+            best = sc;
+        }
+    }
+    /* Priority 2: the most free VRAM, if the model fits without evicting. */
+    if (gpu < 0) {
+        int most = -1;
+        for (int g = 0; g < s->ngpus; g++)
+            if (eligible(s, g, j) && (most < 0 || st->g[g].free_mb > st->g[most].free_mb))
+                most = g;
+        if (most >= 0 && st->g[most].free_mb >= s->wl->models[model].vram_mb)
+            gpu = most;
+    }
+    /* Priority 3: the soonest done (will evict). */
+    if (gpu < 0)
+        for (int g = 0; g < s->ngpus; g++) {
+            if (!eligible(s, g, j))
+                continue;
+            double sc = ect_score(s, st, g, j);
+            if (gpu < 0 || sc < best) {
+                gpu = g;
+                best = sc;
+            }
+        }
+    /* The router knows what it sent: its own view moves until the next
+     * publication. */
+    if (gpu >= 0) {
+        struct ect_gpu *e = &st->g[gpu];
+        e->depth++;
+        e->backlog_s += (ect_run_est(s, st, j) + (e->loaded[model] ? 0 : ect_load_est(s, model))) /
+                        s->gpus[gpu].spec->concurrency;
+        if (!e->loaded[model]) {
+            e->loaded[model] = true;
+            e->free_mb -= s->wl->models[model].vram_mb;
+        }
+    }
+    sim_record_decision(s, (double)(clock_mono_ns() - t0) / 1e3);
+    fifo_route(s, job, gpu);
+}
+
+const struct policy policy_affinity_ect = {
+    .name = "affinity-ect",
+    .init = ect_init,
+    .fini = ect_fini,
+    .arrive = ect_arrive,
+    .gpu_free = fifo_free,
+    .gpu_down = fifo_down,
+    .tick = ect_tick,
+    .job_end = ect_job_end,
+};
+
 /* ---- pick-worker (seed 003) --------------------------------------------- */
 
 struct pw_state {
     /* Per-capability FIFO of jobs no worker could take (Redis streams). */
     int *head, *tail;
+    int nqueued;   /* jobs in the streams */
+    bool *tried;   /* per GPU: its start failed in this try */
 };
 
 static void pw_init(struct sim *s)
@@ -196,6 +417,7 @@ static void pw_init(struct sim *s)
     struct pw_state *st = xcalloc(1, sizeof(*st));
     st->head = xmalloc((size_t)s->wl->ncaps * sizeof(int));
     st->tail = xmalloc((size_t)s->wl->ncaps * sizeof(int));
+    st->tried = xcalloc((size_t)s->ngpus, sizeof(bool));
     for (int c = 0; c < s->wl->ncaps; c++)
         st->head[c] = st->tail[c] = -1;
     s->pstate = st;
@@ -206,21 +428,56 @@ static void pw_fini(struct sim *s)
     struct pw_state *st = s->pstate;
     free(st->head);
     free(st->tail);
+    free(st->tried);
     free(st);
 }
 
-static int pick_worker(struct sim *s, const struct sim_job *j, bool allow_excluded)
+/* Seed 003's capability fan-out: a capability with a cap (scheduler.fanout,
+ * "video jobs have all 7 when the platform is quiet and 3 when it is busy")
+ * takes a GPU not already running it only while fewer than the cap run it,
+ * once the platform is busy (at least as many jobs in flight or waiting as
+ * GPUs alive). */
+static bool pw_fanout_blocks(const struct sim *s, int gpu, int cap)
 {
+    const struct pw_state *st = s->pstate;
+    int limit = s->wl->fanout[cap];
+    if (limit <= 0)
+        return false;
+    int using = 0, inflight = 0, alive = 0;
+    bool here = false;
+    for (int g = 0; g < s->ngpus; g++) {
+        const struct sim_gpu *gp = &s->gpus[g];
+        if (!gp->alive)
+            continue;
+        alive++;
+        inflight += gp->busy;
+        bool runs = false;
+        for (int k = 0; k < gp->spec->concurrency; k++)
+            if ((gp->slots[k].phase == SLOT_LOADING || gp->slots[k].phase == SLOT_RUNNING) &&
+                s->jobs[gp->slots[k].job].cap == cap)
+                runs = true;
+        using += runs;
+        if (g == gpu)
+            here = runs;
+    }
+    if (here || using < limit)
+        return false;
+    return inflight + st->nqueued >= alive;
+}
+
+static int pick_worker(struct sim *s, const struct sim_job *j)
+{
+    const struct pw_state *st = s->pstate;
     int model = s->wl->caps[j->cap].model;
     int best = -1;
     double best_ratio = 0, best_score = 0;
     for (int pass = 0; pass < 2 && best < 0; pass++) {
         for (int g = 0; g < s->ngpus; g++) {
-            if (!sim_gpu_has_slot(s, g) || !sim_gpu_has_cap(s, g, j->cap))
-                continue;
-            if (!allow_excluded && sim_excluded(s, j, g))
+            if (st->tried[g] || !sim_gpu_has_slot(s, g) || !eligible(s, g, j))
                 continue;
             if (pass == 0 && !sim_gpu_warm(s, g, model))
+                continue;
+            if (pw_fanout_blocks(s, g, j->cap))
                 continue;
             double ratio = (double)s->gpus[g].busy / s->gpus[g].spec->concurrency;
             double score = sim_gpu_speed(s, g);
@@ -244,19 +501,37 @@ static void pw_push(struct sim *s, int job)
     else
         st->head[c] = job;
     st->tail[c] = job;
+    st->nqueued++;
 }
 
+/* Dispatches job to the worker pick_worker names. A worker that cannot take
+ * it after all (its VRAM is held by running jobs) is passed over for the
+ * next pick_worker names, as the dispatcher would on the worker's refusal. */
 static bool pw_try(struct sim *s, int job)
 {
+    struct pw_state *st = s->pstate;
     int64_t t0 = clock_mono_ns();
-    int g = pick_worker(s, &s->jobs[job], false);
+    bool ok = false;
+    memset(st->tried, 0, (size_t)s->ngpus * sizeof(bool));
+    for (;;) {
+        int g = pick_worker(s, &s->jobs[job]);
+        if (g < 0)
+            break;
+        if (sim_start(s, g, job)) {
+            ok = true;
+            break;
+        }
+        st->tried[g] = true;
+    }
     sim_record_decision(s, (double)(clock_mono_ns() - t0) / 1e3);
-    return g >= 0 && sim_start(s, g, job);
+    return ok;
 }
 
 static void pw_arrive(struct sim *s, int job)
 {
     struct pw_state *st = s->pstate;
+    if (refuse_unrunnable(s, job))
+        return;
     /* Behind others of its capability it waits its turn (a stream is FIFO). */
     if (st->head[s->jobs[job].cap] >= 0 || !pw_try(s, job))
         pw_push(s, job);
@@ -266,26 +541,30 @@ static void pw_free(struct sim *s, int gpu)
 {
     (void)gpu;
     struct pw_state *st = s->pstate;
-    /* Drain the streams, oldest head first, while workers take them. */
-    bool progress = true;
-    while (progress) {
-        progress = false;
+    int ncaps = s->wl->ncaps;
+    /* Drain the streams, oldest head first, while workers take them; a
+     * stream whose head no worker takes now waits, the others go on. */
+    bool stuck[64];
+    memset(stuck, 0, sizeof(stuck));
+    for (;;) {
         int best = -1;
-        for (int c = 0; c < s->wl->ncaps; c++) {
+        for (int c = 0; c < ncaps; c++) {
             int h = st->head[c];
-            if (h >= 0 && (best < 0 || s->jobs[h].submit_t < s->jobs[best].submit_t)) {
-                /* only heads some worker can take now */
-                if (pick_worker(s, &s->jobs[h], false) >= 0)
-                    best = h;
-            }
+            if (h >= 0 && !stuck[c] && (best < 0 || s->jobs[h].submit_t < s->jobs[best].submit_t))
+                best = h;
         }
-        if (best >= 0 && pw_try(s, best)) {
-            int c = s->jobs[best].cap;
-            st->head[c] = s->jobs[best].next;
-            if (st->head[c] < 0)
-                st->tail[c] = -1;
-            progress = true;
+        if (best < 0)
+            break;
+        int c = s->jobs[best].cap;
+        if (!pw_try(s, best)) {
+            stuck[c] = true;
+            continue;
         }
+        st->head[c] = s->jobs[best].next;
+        if (st->head[c] < 0)
+            st->tail[c] = -1;
+        s->jobs[best].next = -1;
+        st->nqueued--;
     }
 }
 

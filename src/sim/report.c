@@ -151,6 +151,8 @@ void report_make(const struct sim *s, struct report *r)
             r->unfinished++;
         if (s->jobs[i].dead)
             r->dead++;
+        if (s->jobs[i].rejected)
+            r->rejected++;
     }
     r->jobs_lost = r->unfinished;
     r->retries_on_failed_gpu = s->retries_on_failed_gpu;
@@ -193,6 +195,23 @@ void report_make(const struct sim *s, struct report *r)
     r->decision_p50_us = report_percentile(d, (int)s->m.ndec, 0.50);
     r->decision_p99_us = report_percentile(d, (int)s->m.ndec, 0.99);
     free(d);
+}
+
+static double ratio(double x, double floor)
+{
+    return floor > 0 ? x / floor : -1;
+}
+
+void report_vs_oracle(struct report *r, const struct report *o)
+{
+    r->has_vs = true;
+    for (int c = 0; c < r->ncaps; c++) {
+        const struct cap_report *a = &r->caps[c], *b = &o->caps[c];
+        r->vs[c] = (struct cap_vs){ratio(a->p50, b->p50), ratio(a->p95, b->p95),
+                                   ratio(a->p99, b->p99), ratio(a->sd_p99, b->sd_p99),
+                                   ratio(a->slo_attainment, b->slo_attainment)};
+    }
+    r->vs_cache_hit = ratio(r->cache_hit_ratio, o->cache_hit_ratio);
 }
 
 void report_fini(struct report *r)
@@ -247,6 +266,23 @@ json_t *report_json(const struct report *r, bool with_timing)
         json_object_set_new(o, "decision_us", d);
     }
     json_object_set_new(o, "unfinished", json_integer(r->unfinished));
+    json_object_set_new(o, "rejected", json_integer(r->rejected));
+    if (r->has_vs) {
+        json_t *v = json_object();
+        for (int c = 0; c < r->ncaps; c++) {
+            const struct cap_vs *x = &r->vs[c];
+            json_t *e = json_object();
+            json_object_set_new(e, "p50", x->p50 >= 0 ? num(x->p50) : json_null());
+            json_object_set_new(e, "p95", x->p95 >= 0 ? num(x->p95) : json_null());
+            json_object_set_new(e, "p99", x->p99 >= 0 ? num(x->p99) : json_null());
+            json_object_set_new(e, "slowdown_p99", x->sd_p99 >= 0 ? num(x->sd_p99) : json_null());
+            json_object_set_new(e, "slo_attainment", x->slo >= 0 ? num(x->slo) : json_null());
+            json_object_set_new(v, r->cap_names[c], e);
+        }
+        json_object_set_new(v, "cache_hit_ratio",
+                            r->vs_cache_hit >= 0 ? num(r->vs_cache_hit) : json_null());
+        json_object_set_new(o, "vs_oracle", v);
+    }
     json_object_set_new(o, "evictions", json_integer(r->evictions));
     json_object_set_new(o, "makespan_s", num(r->makespan_s));
     json_object_set_new(o, "per_capability", extra);
@@ -349,6 +385,8 @@ void report_table(FILE *f, const struct report *r, int n)
             fprintf(f, " %13s", cell);
         }
         fprintf(f, "\n");
+        snprintf(label, sizeof(label), "%.14s p95 s", cap);
+        ROW(label, r[i].caps[c].p95, ".1f");
         snprintf(label, sizeof(label), "%.14s slowdown p99", cap);
         ROW(label, r[i].caps[c].sd_p99, ".2f");
         snprintf(label, sizeof(label), "%.14s SLO %.0fs met", cap, r[0].caps[c].slo_s);
@@ -361,6 +399,7 @@ void report_table(FILE *f, const struct report *r, int n)
     ROW("completed", r[i].completed, "d");
     ROW("failed", r[i].failed, "d");
     ROW("unfinished", r[i].unfinished, "d");
+    ROW("rejected (never fits)", r[i].rejected, "d");
     ROW("dead-lettered", r[i].dead, "d");
     ROW("retries on a failed GPU", (long long)r[i].retries_on_failed_gpu, "lld");
     ROW("preemptions", (long long)r[i].preemptions, "lld");
@@ -392,5 +431,36 @@ void report_table(FILE *f, const struct report *r, int n)
         ROW("Retry-After accuracy", r[i].ra_accuracy, ".3f");
     ROW("decision p50 us", r[i].decision_p50_us, ".2f");
     ROW("decision p99 us", r[i].decision_p99_us, ".2f");
+    if (r[0].has_vs) {
+        fprintf(f, "ratio to oracle (latency: lower is better; SLO, cache: higher)\n");
+#define VSROW(label, expr)                                                                         \
+    do {                                                                                           \
+        fprintf(f, "%-28s", label);                                                                \
+        for (int i = 0; i < n; i++) {                                                              \
+            double v = (expr);                                                                     \
+            if (v >= 0)                                                                            \
+                fprintf(f, " %13.3f", v);                                                          \
+            else                                                                                   \
+                fprintf(f, " %13s", "-");                                                          \
+        }                                                                                          \
+        fprintf(f, "\n");                                                                          \
+    } while (0)
+        for (int c = 0; c < r[0].ncaps; c++) {
+            char label[96];
+            const char *cap = r[0].cap_names[c];
+            snprintf(label, sizeof(label), "%.14s p50 /oracle", cap);
+            VSROW(label, r[i].vs[c].p50);
+            snprintf(label, sizeof(label), "%.14s p95 /oracle", cap);
+            VSROW(label, r[i].vs[c].p95);
+            snprintf(label, sizeof(label), "%.14s p99 /oracle", cap);
+            VSROW(label, r[i].vs[c].p99);
+            snprintf(label, sizeof(label), "%.14s slowdown99 /or", cap);
+            VSROW(label, r[i].vs[c].sd_p99);
+            snprintf(label, sizeof(label), "%.14s SLO /oracle", cap);
+            VSROW(label, r[i].vs[c].slo);
+        }
+        VSROW("cache hit /oracle", r[i].vs_cache_hit);
+#undef VSROW
+    }
 #undef ROW
 }

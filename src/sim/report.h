@@ -39,6 +39,12 @@ struct tenant_report {
     double delivered_gpu_s, contention_gpu_s;
 };
 
+/* One figure of a policy divided by the oracle's on the same arrivals
+ * (report_vs_oracle); -1 where the oracle's figure is 0. */
+struct cap_vs {
+    double p50, p95, p99, sd_p99, slo;
+};
+
 struct report {
     const char *policy;
     int ncaps;
@@ -47,6 +53,7 @@ struct report {
     double throughput_per_hour, utilization, cache_hit_ratio;
     int64_t cold_loads, evictions;
     int completed, failed, unfinished;
+    int rejected;                    /* refused: no GPU of the fleet can ever run them */
     int dead, jobs_lost;             /* dead-lettered; accepted but neither done nor ended */
     int64_t retries_on_failed_gpu;
     int64_t preemptions;     /* batch attempts stopped for an interactive job */
@@ -65,10 +72,16 @@ struct report {
     bool has_admission;
     struct sim_adm adm;
     double ra_accuracy;              /* retries admitted at the time given, no room at 0.75 of it */
+    bool has_vs;                     /* vs[] and vs_cache_hit are set */
+    struct cap_vs vs[64];
+    double vs_cache_hit;
 };
 
 void report_make(const struct sim *s, struct report *r);
 void report_fini(struct report *r);
+/* report_vs_oracle: each figure of r as a ratio to the oracle's (the floor:
+ * no loads, one shared queue), for the table and the JSON. */
+void report_vs_oracle(struct report *r, const struct report *oracle);
 /* report_json: the object for one policy (caller decrefs). with_timing=false
  * leaves decision_us out (wall-clock figures differ between identical runs). */
 json_t *report_json(const struct report *r, bool with_timing);

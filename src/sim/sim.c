@@ -250,6 +250,35 @@ bool sim_gpu_warm(const struct sim *s, int gpu, int model)
     return res_find(&s->gpus[gpu], model) >= 0;
 }
 
+/* The GPU pins the model (fleet[].pinned): it stays pinned when it comes
+ * back after a runtime restart cleared it. */
+static bool gpu_pins(const struct sim_gpu *g, int model)
+{
+    for (int k = 0; k < g->spec->npreload; k++)
+        if (g->spec->preload[k] == model && g->spec->pin[k])
+            return true;
+    return false;
+}
+
+bool sim_gpu_fits(const struct sim *s, int gpu, int model)
+{
+    const struct sim_gpu *g = &s->gpus[gpu];
+    int64_t room = g->spec->vram_mb;
+    for (int i = 0; i < g->nres; i++)
+        if (g->res[i].pinned && g->res[i].model != model)
+            room -= s->wl->models[g->res[i].model].vram_mb;
+    return s->wl->models[model].vram_mb <= room;
+}
+
+bool sim_job_runnable(const struct sim *s, const struct sim_job *j)
+{
+    int model = s->wl->caps[j->cap].model;
+    for (int g = 0; g < s->ngpus; g++)
+        if (sim_gpu_has_cap(s, g, j->cap) && sim_gpu_fits(s, g, model))
+            return true;
+    return false;
+}
+
 static bool model_in_use(const struct sim *s, const struct sim_gpu *g, int model)
 {
     for (int i = 0; i < g->spec->concurrency; i++) {
@@ -384,8 +413,10 @@ bool sim_start(struct sim *s, int gpu, int job)
     const struct wl_model *m = &s->wl->models[model];
     int r = res_find(g, model);
     double load_s = 0;
-    bool warm = r >= 0;
-    if (!warm) {
+    bool warm = r >= 0 || s->pol->all_warm;
+    if (s->pol->all_warm) {
+        s->m.hits++;
+    } else if (!warm) {
         struct vram_model vm[SCHED_MAX_LOADED];
         for (int i = 0; i < g->nres; i++) {
             const struct wl_model *rm = &s->wl->models[g->res[i].model];
@@ -409,7 +440,8 @@ bool sim_start(struct sim *s, int gpu, int job)
                 g->res[n++] = g->res[i];
         g->nres = n;
         s->m.evictions += nv;
-        g->res[g->nres++] = (struct sim_resident){model, s->now, m->pinned};
+        g->res[g->nres++] =
+            (struct sim_resident){model, s->now, m->pinned || gpu_pins(g, model)};
         g->free_mb -= m->vram_mb;
         load_s = m->load_lo_s + (m->load_hi_s - m->load_lo_s) * rng_uniform(&s->rng);
         s->m.cold_loads++;
@@ -674,7 +706,8 @@ static void gpu_preload(struct sim *s, struct sim_gpu *g)
     g->free_mb = g->spec->vram_mb;
     for (int k = 0; k < g->spec->npreload; k++) {
         int m = g->spec->preload[k];
-        g->res[g->nres++] = (struct sim_resident){m, s->now, s->wl->models[m].pinned};
+        g->res[g->nres++] =
+            (struct sim_resident){m, s->now, s->wl->models[m].pinned || g->spec->pin[k]};
         g->free_mb -= s->wl->models[m].vram_mb;
     }
 }

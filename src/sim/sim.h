@@ -125,6 +125,9 @@ struct sim;
  * gpuq drives the core scheduler. All hooks are optional except arrive. */
 struct policy {
     const char *name;
+    /* The oracle's world: every model resident on every GPU, loads free and
+     * VRAM never in the way (sim_start treats every start as warm). */
+    bool all_warm;
     void (*init)(struct sim *s);
     void (*fini)(struct sim *s);
     /* A job needs a GPU (new, or retried: its lc_job lists the GPUs that failed it). */
@@ -202,6 +205,12 @@ int sim_preempt(struct sim *s, int job, const char *reason);
 bool sim_gpu_has_slot(const struct sim *s, int gpu);
 bool sim_gpu_has_cap(const struct sim *s, int gpu, int cap);
 bool sim_gpu_warm(const struct sim *s, int gpu, int model);
+/* sim_gpu_fits: the model can ever be resident on gpu — its VRAM, less the
+ * pinned models other than it, holds it (what running jobs hold frees up). */
+bool sim_gpu_fits(const struct sim *s, int gpu, int model);
+/* sim_job_runnable: some GPU of the fleet (alive or not) has the job's
+ * capability and can ever hold its model; a job with none can never run. */
+bool sim_job_runnable(const struct sim *s, const struct sim_job *j);
 /* Effective speed now (hardware x throttle). */
 double sim_gpu_speed(const struct sim *s, int gpu);
 double sim_gpu_temp(struct sim *s, int gpu);
@@ -214,6 +223,6 @@ struct lc_now sim_lc_now(const struct sim *s);
 void sim_record_decision(struct sim *s, double us);
 
 extern const struct policy policy_gpuq, policy_rr, policy_least_loaded, policy_affinity,
-    policy_pick_worker;
+    policy_pick_worker, policy_affinity_ect, policy_shared_fifo, policy_oracle;
 
 #endif

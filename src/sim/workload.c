@@ -248,6 +248,49 @@ static void load_gpu_faults(struct ctx *c, json_t *o, const char *where,
         snprintf(f->fail_class, sizeof(f->fail_class), "%s", cls ? cls : "cuda");
 }
 
+/* fleet[].pinned: models this GPU keeps resident for good (seed 003's
+ * per-worker pinning): preloaded at boot, never evicted. A model pinned here
+ * is added to preload when it is not there already. */
+static void load_pinned(struct ctx *c, const struct workload *w, json_t *pin, const char *where,
+                        struct wl_gpu *g)
+{
+    if (!pin || c->failed)
+        return;
+    if (!json_is_array(pin)) {
+        fail(c, "%s.pinned: must be an array of model names", where);
+        return;
+    }
+    int64_t sum = 0;
+    for (int k = 0; k < g->npreload; k++)
+        sum += w->models[g->preload[k]].vram_mb;
+    for (size_t k = 0; k < json_array_size(pin); k++) {
+        json_t *v = json_array_get(pin, k);
+        int mi = json_is_string(v) ? find_model(w, json_string_value(v)) : -1;
+        if (mi < 0) {
+            fail(c, "%s.pinned[%zu]: unknown model", where, k);
+            return;
+        }
+        int at = -1;
+        for (int p = 0; p < g->npreload; p++)
+            if (g->preload[p] == mi)
+                at = p;
+        if (at < 0) {
+            if (g->npreload >= SCHED_MAX_LOADED) {
+                fail(c, "%s.pinned[%zu]: more than %d models on one GPU", where, k,
+                     SCHED_MAX_LOADED);
+                return;
+            }
+            at = g->npreload++;
+            g->preload[at] = mi;
+            sum += w->models[mi].vram_mb;
+        }
+        g->pin[at] = true;
+    }
+    if (sum > g->vram_mb)
+        fail(c, "%s.pinned: models need %lld MB, the GPU has %lld", where, (long long)sum,
+             (long long)g->vram_mb);
+}
+
 static void load_fleet(struct ctx *c, struct workload *w, json_t *arr, json_t *profiles)
 {
     if (!json_is_array(arr) || json_array_size(arr) == 0) {
@@ -332,6 +375,7 @@ static void load_fleet(struct ctx *c, struct workload *w, json_t *arr, json_t *p
                 fail(c, "%s.preload: models need %lld MB, the GPU has %lld", where,
                      (long long)sum, (long long)proto.vram_mb);
         }
+        load_pinned(c, w, json_object_get(o, "pinned"), where, &proto);
         for (int k = 0; k < n; k++) {
             struct wl_gpu *g = &w->gpus[w->ngpus++];
             *g = proto;

@@ -66,6 +66,7 @@ struct wl_gpu {
     int caps[SCHED_MAX_CAPS];
     int ncaps;
     int preload[SCHED_MAX_LOADED];
+    bool pin[SCHED_MAX_LOADED]; /* preload[k] pinned on this GPU (fleet[].pinned) */
     int npreload;
     struct wl_gpu_faults faults;
     bool reserved; /* in the reserved interactive pool (scheduler.reserved) */

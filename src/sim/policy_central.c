@@ -1,0 +1,161 @@
+/* policy_central.c: the two references with one shared queue, the floor and
+ * the textbook baseline gpuq's figures are read against:
+ *  - shared-fifo: one FIFO for the whole fleet (seed 002's "naive approach":
+ *    the first available GPU picks a job up). A GPU with a free slot takes
+ *    the oldest waiting job it can run; an arriving job with a free GPU
+ *    starts at once (a warm one first, then the fastest). Loads, evictions
+ *    and VRAM count as for every other policy. On identical GPUs with one
+ *    model this is exactly M/M/c (or M/G/c): the queue the closed forms of
+ *    tests/integration/test_sim.py describe.
+ *  - oracle: the same queue in a world without loads — every model resident
+ *    on every GPU, VRAM never in the way (policy.all_warm). No router can
+ *    beat it by much: its figures are the floor each report is divided by.
+ * The queue is kept per capability (oldest head first across the ones a GPU
+ * serves), which is one FIFO as each GPU sees it. A job no GPU can ever hold
+ * is refused at once, as in policy_base.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/clock.h"
+#include "sim/sim.h"
+
+struct central_state {
+    int *head, *tail; /* per capability */
+    bool *tried;      /* per GPU: its start failed for the arriving job */
+};
+
+static void central_init(struct sim *s)
+{
+    struct central_state *st = xcalloc(1, sizeof(*st));
+    st->head = xmalloc((size_t)s->wl->ncaps * sizeof(int));
+    st->tail = xmalloc((size_t)s->wl->ncaps * sizeof(int));
+    st->tried = xcalloc((size_t)s->ngpus, sizeof(bool));
+    for (int c = 0; c < s->wl->ncaps; c++)
+        st->head[c] = st->tail[c] = -1;
+    s->pstate = st;
+}
+
+static void central_fini(struct sim *s)
+{
+    struct central_state *st = s->pstate;
+    free(st->head);
+    free(st->tail);
+    free(st->tried);
+    free(st);
+}
+
+/* gpu can run job now or later: alive, its capability, VRAM that can hold its
+ * model at all (the oracle too: it runs the same jobs), not a GPU that failed
+ * it. */
+static bool central_ok(const struct sim *s, int gpu, const struct sim_job *j)
+{
+    if (!s->gpus[gpu].alive || !sim_gpu_has_cap(s, gpu, j->cap))
+        return false;
+    if (!sim_gpu_fits(s, gpu, s->wl->caps[j->cap].model))
+        return false;
+    return !sim_excluded(s, j, gpu);
+}
+
+static void central_arrive(struct sim *s, int job)
+{
+    struct central_state *st = s->pstate;
+    struct sim_job *j = &s->jobs[job];
+    if (!sim_job_runnable(s, j)) {
+        sim_job_refused(s, job);
+        return;
+    }
+    int64_t t0 = clock_mono_ns();
+    int model = s->wl->caps[j->cap].model;
+    bool started = false;
+    /* Older jobs of its capability go first. */
+    if (st->head[j->cap] < 0) {
+        memset(st->tried, 0, (size_t)s->ngpus * sizeof(bool));
+        for (;;) {
+            int best = -1;
+            for (int g = 0; g < s->ngpus; g++) {
+                if (st->tried[g] || !sim_gpu_has_slot(s, g) || !central_ok(s, g, j))
+                    continue;
+                if (best < 0) {
+                    best = g;
+                    continue;
+                }
+                bool wg = sim_gpu_warm(s, g, model), wb = sim_gpu_warm(s, best, model);
+                if (wg != wb ? wg : sim_gpu_speed(s, g) > sim_gpu_speed(s, best))
+                    best = g;
+            }
+            if (best < 0)
+                break;
+            if (sim_start(s, best, job)) {
+                started = true;
+                break;
+            }
+            st->tried[best] = true;
+        }
+    }
+    sim_record_decision(s, (double)(clock_mono_ns() - t0) / 1e3);
+    if (started)
+        return;
+    j->next = -1;
+    if (st->tail[j->cap] >= 0)
+        s->jobs[st->tail[j->cap]].next = job;
+    else
+        st->head[j->cap] = job;
+    st->tail[j->cap] = job;
+}
+
+/* A free slot takes the oldest job it can start, across its capabilities. */
+static void central_free(struct sim *s, int gpu)
+{
+    struct central_state *st = s->pstate;
+    const struct wl_gpu *spec = s->gpus[gpu].spec;
+    bool skip[SCHED_MAX_CAPS];
+    memset(skip, 0, sizeof(skip));
+    while (sim_gpu_has_slot(s, gpu)) {
+        int64_t t0 = clock_mono_ns();
+        int best = -1, bk = -1;
+        for (int k = 0; k < spec->ncaps; k++) {
+            int h = st->head[spec->caps[k]];
+            if (skip[k] || h < 0)
+                continue;
+            if (!central_ok(s, gpu, &s->jobs[h])) {
+                skip[k] = true;
+                continue;
+            }
+            if (best < 0 || s->jobs[h].submit_t < s->jobs[best].submit_t) {
+                best = h;
+                bk = k;
+            }
+        }
+        if (best < 0)
+            break;
+        bool ok = sim_start(s, gpu, best);
+        sim_record_decision(s, (double)(clock_mono_ns() - t0) / 1e3);
+        if (!ok) { /* its model waits for VRAM running jobs hold */
+            skip[bk] = true;
+            continue;
+        }
+        int c = s->jobs[best].cap;
+        st->head[c] = s->jobs[best].next;
+        if (st->head[c] < 0)
+            st->tail[c] = -1;
+        s->jobs[best].next = -1;
+    }
+}
+
+const struct policy policy_shared_fifo = {
+    .name = "shared-fifo",
+    .init = central_init,
+    .fini = central_fini,
+    .arrive = central_arrive,
+    .gpu_free = central_free,
+};
+
+const struct policy policy_oracle = {
+    .name = "oracle",
+    .all_warm = true,
+    .init = central_init,
+    .fini = central_fini,
+    .arrive = central_arrive,
+    .gpu_free = central_free,
+};
