@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/headroom.h"
 #include "core/sched_int.h"
 #include "core/vram.h"
 
@@ -130,6 +131,24 @@ static void proj_apply(const struct sched *s, struct sworker *w, int model, cons
     }
 }
 
+/* When a running job is expected to end. One past its estimate has not
+ * ended "now": it is expected to run on about as long again as it has
+ * overrun (at least 1 ms, at most its whole estimate). Projecting it to end
+ * at once would make its GPU look as free as an idle one, so an idle GPU
+ * would not take the job placed behind it (late binding saw no gain) and
+ * sat idle while that job waited — the M/M/c excess over Erlang C. */
+static int64_t overdue_end(const struct sjob *r, int64_t now)
+{
+    int64_t total = s_to_ns(r->est_load_s + r->est_run_s);
+    int64_t end = r->est_start_ns + total;
+    if (end > now)
+        return end;
+    int64_t over = now - end;
+    if (over > total)
+        over = total;
+    return now + (over > 1000000 ? over : 1000000);
+}
+
 void sched_project(struct sched *s, struct sworker *w, int64_t now)
 {
     if (!w->dirty)
@@ -156,10 +175,11 @@ void sched_project(struct sched *s, struct sworker *w, int64_t now)
         w->proj_free_mb = 0;
     /* Running jobs hold slots until their estimated end. */
     int k = 0;
+    w->overdue_ns = INT64_MAX;
     for (struct sjob *r = w->run_head; r; r = r->next) {
-        int64_t end = r->est_start_ns + s_to_ns(r->est_load_s + r->est_run_s);
-        if (end < now)
-            end = now;
+        int64_t end = overdue_end(r, now);
+        if (end < w->overdue_ns)
+            w->overdue_ns = end;
         if (k < conc)
             w->slots[k++] = end;
         int p = proj_find(w, r->model);
@@ -192,6 +212,74 @@ void sched_project(struct sched *s, struct sworker *w, int64_t now)
     w->ready_ns = w->slots[0];
     w->all_free_ns = w->slots[conc - 1];
     w->dirty = false;
+}
+
+/* ---- the warm pool ------------------------------------------------------
+ * A model's demand sets how many GPUs should keep it warm: its queue's
+ * arrivals (all lanes) offer a Erlangs of work in jobs of mean S seconds;
+ * served by c warm GPUs as an M/M/c queue, a job waits longer than its own
+ * run time S with probability P(c) (Erlang C, core/headroom.h). The need is
+ * the smallest c with P(c) <= WARM_SHARE. While fewer GPUs hold the model,
+ * a cold load on an idle GPU pays: it costs this job the load once, and
+ * every later job of the model a shorter queue (sched_decide). While as many
+ * hold it as its demand needs, a job waits for a warm GPU rather than load
+ * a cold one, and the models a load would evict are weighed the same way
+ * (eviction_cost) — so a zoo that does not fit keeps each model on the GPUs
+ * its demand pays for instead of reloading on every arrival. */
+#define WARM_SHARE 0.1
+
+static double demand_decay(const struct sched *s, const struct squeue *q, int64_t now)
+{
+    if (now <= q->d_ns || !(s->cfg.headroom_window_s > 0))
+        return 1;
+    return exp(-((double)(now - q->d_ns) / 1e9) / s->cfg.headroom_window_s);
+}
+
+void sched_demand_note(const struct sched *s, struct squeue *q, double cost_s, int64_t now)
+{
+    double f = demand_decay(s, q, now);
+    q->d_count = q->d_count * f + 1;
+    q->d_work = q->d_work * f + (cost_s > 0 ? cost_s : 0);
+    if (now > q->d_ns)
+        q->d_ns = now;
+}
+
+int sched_warm_need(const struct sched *s, const struct squeue *q, int64_t now, double *erlangs)
+{
+    double f = demand_decay(s, q, now);
+    double n = q->d_count * f, work = q->d_work * f;
+    double win = s->cfg.headroom_window_s > 0 ? s->cfg.headroom_window_s : 120;
+    double a = work / win;
+    if (erlangs)
+        *erlangs = a;
+    /* Less than one arrival's weight left in the window: no demand. */
+    if (n < exp(-1.0) || !(work > 0))
+        return 0;
+    int usable = s->caps[q->cap].usable;
+    int need = headroom_servers(a, work / n, work / n, WARM_SHARE, usable);
+    return need < usable ? need : usable;
+}
+
+int sched_warm_count(struct sched *s, const struct squeue *q, int64_t now)
+{
+    int n = 0;
+    for (int i = 0; i < s->nworkers; i++) {
+        struct sworker *w = s->workers[i];
+        if (!w->alive || !w->info.healthy || w->info.draining ||
+            sched_worker_cap_slot(w, q->cap) < 0)
+            continue;
+        sched_project(s, w, now);
+        if (proj_find(w, q->model) >= 0)
+            n++;
+    }
+    return n;
+}
+
+void sched_project_now(struct sched *s, struct sworker *w, int64_t now)
+{
+    if (!w->dirty && w->nrunning > 0 && now >= w->overdue_ns)
+        w->dirty = true;
+    sched_project(s, w, now);
 }
 
 bool sched_worker_can_hold(const struct sched *s, const struct sworker *w, int model)
@@ -286,7 +374,7 @@ int sched_score_one(struct sched *s, struct sworker *w, const struct sjob *j, in
         return SCORE_F_BUSY;
     if (j->spec.lane == SCHED_LANE_BATCH && batch_blocked(s, w, now))
         return SCORE_F_BUSY;
-    sched_project(s, w, now);
+    sched_project_now(s, w, now);
     int64_t start = w->ready_ns;
     c->warm = !has_model || proj_find(w, j->model) >= 0;
     if (!c->warm) {
@@ -423,18 +511,55 @@ struct sworker *sched_decide(struct sched *s, struct sjob *j, int64_t now,
      * The jobs queued behind this one will want the same full GPUs, so their
      * share of that backlog counts against holding (else a growing queue
      * would wait for warm GPUs forever instead of loading a cold one). */
+    bool hold = false;
+    struct sched_candidate fc;
     struct sworker *fw = sched_full_top(s, j->cap);
-    if (fw && sched_score_one(s, fw, j, now, &c) == SCORE_OK) {
+    if (fw && sched_score_one(s, fw, j, now, &fc) == SCORE_OK) {
         int nfull = cap->usable - cap->nopen;
         int behind = j->state == SJOB_QUEUED ? s->queues[j->qix].q.count - 1 : 0;
-        double backlog = behind > 0 ? behind * c.run_s / (nfull > 0 ? nfull : 1) : 0;
-        if (c.score_s + backlog + s->cfg.move_margin_s < why->cand[0].score_s) {
-            s->holds++;
+        double backlog = behind > 0 ? behind * fc.run_s / (nfull > 0 ? nfull : 1) : 0;
+        hold = fc.score_s + backlog + s->cfg.move_margin_s < why->cand[0].score_s;
+    }
+    /* The warm pool is short (fewer GPUs hold the model than its demand
+     * needs): rather than queue behind a busy warm GPU, or be held for one,
+     * the job loads its model on an idle cold GPU, which then serves the
+     * jobs after it warm. */
+    int cold = -1;
+    for (int i = 0; i < why->nkept && cold < 0; i++)
+        if (!why->cand[i].warm && why->cand[i].wait_s <= 0)
+            cold = i;
+    if (cold >= 0 && j->spec.model[0] && (hold || (why->cand[0].warm && why->cand[0].wait_s > 0))) {
+        const struct squeue *q = &s->queues[j->qix];
+        double a = 0;
+        int need = sched_warm_need(s, q, now, &a);
+        int have = need > 0 ? sched_warm_count(s, q, now) : 0;
+        if (have < need) {
+            struct sched_candidate cc = why->cand[cold];
+            struct sworker *cw = kept_w[cold];
+            uint64_t cs = kept_seq[cold];
+            for (int k = cold; k > 0; k--) {
+                why->cand[k] = why->cand[k - 1];
+                kept_w[k] = kept_w[k - 1];
+                kept_seq[k] = kept_seq[k - 1];
+            }
+            why->cand[0] = cc;
+            kept_w[0] = cw;
+            kept_seq[0] = cs;
+            s->grows++;
+            snprintf(why->winner, sizeof(why->winner), "%s", cc.worker_id);
             reason_printf(why->reason, sizeof(why->reason),
-                     "held in queue: %s (queue full) finishes at %.2fs, best open %s at %.2fs",
-                     fw->info.id, c.score_s, why->cand[0].worker_id, why->cand[0].score_s);
-            return NULL;
+                          "warm pool short: %d GPUs hold %.40s, its demand (%.2f Erlangs) needs %d;"
+                          " cold load %.2fs on idle %s, est. finish %.2fs",
+                          have, j->spec.model, a, need, cc.load_s, cc.worker_id, cc.score_s);
+            return cw;
         }
+    }
+    if (hold) {
+        s->holds++;
+        reason_printf(why->reason, sizeof(why->reason),
+                      "held in queue: %s (queue full) finishes at %.2fs, best open %s at %.2fs",
+                      fw->info.id, fc.score_s, why->cand[0].worker_id, why->cand[0].score_s);
+        return NULL;
     }
     snprintf(why->winner, sizeof(why->winner), "%s", why->cand[0].worker_id);
     explain_reason(why);
@@ -455,7 +580,7 @@ bool sched_rebalance_one(struct sched *s, struct sworker *f, int64_t now,
         struct sworker *v = s->workers[i];
         if (v == f || v->nplaced == 0)
             continue;
-        sched_project(s, v, now);
+        sched_project_now(s, v, now);
         double tf = thermal_factor(s, v);
         for (struct sjob *j = v->placed_head; j; j = j->next) {
             if (sched_worker_cap_slot(f, j->cap) < 0)
