@@ -22,11 +22,11 @@
 void sched_config_defaults(struct sched_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
-    cfg->queue_depth = 0;
+    cfg->queue_depth = 2;
     cfg->hot_temp_c = 80.0;
     cfg->hot_penalty = 2.0;
     cfg->move_margin_s = 0.25;
-    cfg->evict_weight = 0.0;
+    cfg->evict_weight = 1.0;
     cfg->free_tier_every = 4;
     cfg->headroom_wait_s = 2.0;
     cfg->headroom_share = 0.15;

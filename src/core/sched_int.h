@@ -48,8 +48,7 @@ struct squeue {
     double cost_s;
     uint64_t parked_ver; /* fleet version at which it was found unservable; 0 = never */
     /* Demand (all lanes): arrivals and their nominal GPU-seconds, decayed
-     * over cfg.headroom_window_s, as of d_ns — how many GPUs should hold
-     * this model warm (sched_warm_need). */
+     * over cfg.headroom_window_s, as of d_ns (sched_score.c: eviction_cost). */
     double d_count, d_work;
     int64_t d_ns;
 };
@@ -130,7 +129,6 @@ struct sched {
     uint64_t excl_checked_ver; /* fleet_ver at the last look at those jobs */
     double backlog_s;
     int64_t decisions, moves, holds;
-    int64_t grows; /* cold loads made because the model's warm pool was short */
     int64_t now; /* latest `now` seen (projection base for bookkeeping) */
     unsigned paused_lanes; /* bit 1 << lane: that lane's queued jobs are not placed */
     int64_t npromoted;     /* jobs moved to the front so far (orders the next one first) */
@@ -173,11 +171,7 @@ bool sched_headroom_blocks(const struct sched *s, const struct sworker *w, int64
 /* sched_score.c */
 /* sched_demand_note counts an arrival of cost_s nominal GPU-seconds in q. */
 void sched_demand_note(const struct sched *s, struct squeue *q, double cost_s, int64_t now);
-/* sched_warm_need: how many GPUs should hold q's model warm for its measured
- * demand (offered load *erlangs); sched_warm_count: how many usable member
- * workers of q's capability hold it after their placed jobs (projection). */
-int sched_warm_need(const struct sched *s, const struct squeue *q, int64_t now, double *erlangs);
-int sched_warm_count(struct sched *s, const struct squeue *q, int64_t now);
+
 double sched_model_load_s(const struct sched *s, int model);
 double sched_worker_speed(const struct sworker *w); /* measured, else learned */
 void sched_project(struct sched *s, struct sworker *w, int64_t now);

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/headroom.h"
 #include "core/sched_int.h"
 #include "core/vram.h"
 
@@ -68,11 +67,41 @@ double sched_worker_speed(const struct sworker *w)
     return w->info.speed > 0 ? w->info.speed : w->learned_speed;
 }
 
-static double eviction_cost(const struct sched *s, int model)
+static double demand_decay(const struct sched *s, const struct squeue *q, int64_t now);
+
+/* The cost of evicting model, in seconds of the job (of run_s) that would
+ * evict it: the victim's reload, paid by its next job, as the slowdown it adds
+ * there (reload / the victim's mean job) times this job's run — a 10 s video
+ * reload before a 75 s video job weighs 0.33 s against a 2.5 s image job,
+ * while a 7 s reload before a 6 s job weighs about this job's whole run. A
+ * model no job asked for within the demand window costs nothing to evict.
+ * Utility models count half; x evict_weight. (Flat reloads kept idle video
+ * models resident while image jobs queued on seed7; evict_weight 0 made
+ * zoo.json thrash: this weighs both.) */
+static double eviction_cost(const struct sched *s, int model, int for_model, double run_s,
+                            int64_t now)
 {
     const struct smodel *m = &s->models[model];
     double w = m->info.cls == MODEL_UTILITY ? 0.5 : 1.0;
-    return w * s->cfg.evict_weight * model_load_s(s, model);
+    double n = 0, work = 0;
+    for (int k = 0; k < s->nqueues; k++) {
+        const struct squeue *q = &s->queues[k];
+        if (q->model != model)
+            continue;
+        double f = demand_decay(s, q, now);
+        n += q->d_count * f;
+        work += q->d_work * f;
+    }
+    if (n < exp(-1.0))
+        return 0;
+    double load = model_load_s(s, model);
+    double victim_run = work / n;
+    double share = victim_run > run_s ? run_s / victim_run : 1.0;
+    /* R24's priority: a utility model's job pays a generation model's whole
+     * reload (a burst of small jobs must not push out the main model). */
+    if (m->info.cls != MODEL_UTILITY && s->models[for_model].info.cls == MODEL_UTILITY)
+        share = 1.0;
+    return w * s->cfg.evict_weight * load * share;
 }
 
 /* Plans loading model on w's projected residents. Returns 0 and fills victims
@@ -214,20 +243,10 @@ void sched_project(struct sched *s, struct sworker *w, int64_t now)
     w->dirty = false;
 }
 
-/* ---- the warm pool ------------------------------------------------------
- * A model's demand sets how many GPUs should keep it warm: its queue's
- * arrivals (all lanes) offer a Erlangs of work in jobs of mean S seconds;
- * served by c warm GPUs as an M/M/c queue, a job waits longer than its own
- * run time S with probability P(c) (Erlang C, core/headroom.h). The need is
- * the smallest c with P(c) <= WARM_SHARE. While fewer GPUs hold the model,
- * a cold load on an idle GPU pays: it costs this job the load once, and
- * every later job of the model a shorter queue (sched_decide). While as many
- * hold it as its demand needs, a job waits for a warm GPU rather than load
- * a cold one, and the models a load would evict are weighed the same way
- * (eviction_cost) — so a zoo that does not fit keeps each model on the GPUs
- * its demand pays for instead of reloading on every arrival. */
-#define WARM_SHARE 0.1
-
+/* ---- demand -------------------------------------------------------------
+ * Each (capability, model) queue counts its arrivals (all lanes) and their
+ * nominal GPU-seconds, decayed over headroom_window_s: how often its model is
+ * asked for, and its mean job. Eviction weighs a victim by it (eviction_cost). */
 static double demand_decay(const struct sched *s, const struct squeue *q, int64_t now)
 {
     if (now <= q->d_ns || !(s->cfg.headroom_window_s > 0))
@@ -242,37 +261,6 @@ void sched_demand_note(const struct sched *s, struct squeue *q, double cost_s, i
     q->d_work = q->d_work * f + (cost_s > 0 ? cost_s : 0);
     if (now > q->d_ns)
         q->d_ns = now;
-}
-
-int sched_warm_need(const struct sched *s, const struct squeue *q, int64_t now, double *erlangs)
-{
-    double f = demand_decay(s, q, now);
-    double n = q->d_count * f, work = q->d_work * f;
-    double win = s->cfg.headroom_window_s > 0 ? s->cfg.headroom_window_s : 120;
-    double a = work / win;
-    if (erlangs)
-        *erlangs = a;
-    /* Less than one arrival's weight left in the window: no demand. */
-    if (n < exp(-1.0) || !(work > 0))
-        return 0;
-    int usable = s->caps[q->cap].usable;
-    int need = headroom_servers(a, work / n, work / n, WARM_SHARE, usable);
-    return need < usable ? need : usable;
-}
-
-int sched_warm_count(struct sched *s, const struct squeue *q, int64_t now)
-{
-    int n = 0;
-    for (int i = 0; i < s->nworkers; i++) {
-        struct sworker *w = s->workers[i];
-        if (!w->alive || !w->info.healthy || w->info.draining ||
-            sched_worker_cap_slot(w, q->cap) < 0)
-            continue;
-        sched_project(s, w, now);
-        if (proj_find(w, q->model) >= 0)
-            n++;
-    }
-    return n;
 }
 
 void sched_project_now(struct sched *s, struct sworker *w, int64_t now)
@@ -385,8 +373,10 @@ int sched_score_one(struct sched *s, struct sworker *w, const struct sjob *j, in
         if (blocked)
             start = w->all_free_ns;
         c->evictions = nv;
+        c->speed = worker_speed(w);
+        c->run_s = estimator_run_s(s->est, j->model, w->gpu_class, j->work) / c->speed;
         for (int k = 0; k < nv; k++)
-            c->evict_penalty_s += eviction_cost(s, w->proj_model[victims[k]]);
+            c->evict_penalty_s += eviction_cost(s, w->proj_model[victims[k]], j->model, c->run_s, now);
         c->load_s = model_load_s(s, j->model);
     }
     c->speed = worker_speed(w);
@@ -511,48 +501,41 @@ struct sworker *sched_decide(struct sched *s, struct sjob *j, int64_t now,
      * The jobs queued behind this one will want the same full GPUs, so their
      * share of that backlog counts against holding (else a growing queue
      * would wait for warm GPUs forever instead of loading a cold one). */
-    bool hold = false;
+    bool hold = false, scored = false;
     struct sched_candidate fc;
     struct sworker *fw = sched_full_top(s, j->cap);
-    if (fw && sched_score_one(s, fw, j, now, &fc) == SCORE_OK) {
+    if (fw && !why->cand[0].warm && j->spec.model[0]) {
+        /* The best open GPU must load the model: the full GPU to wait for
+         * is the one that would finish it soonest among those that hold it
+         * (the one that frees first may hold another model — with late
+         * binding every warm GPU may be full). One pass over the workers,
+         * only for a decision that would load. */
+        struct sched_candidate tc;
+        struct sworker *best = NULL;
+        for (int i = 0; i < s->nworkers; i++) {
+            struct sworker *w = s->workers[i];
+            int k = sched_worker_cap_slot(w, j->cap);
+            if (!w->alive || k < 0 || w->open_pos[k] >= 0 || !w->info.healthy ||
+                w->info.draining)
+                continue;
+            sched_project_now(s, w, now);
+            if (proj_find(w, j->model) < 0)
+                continue;
+            if (sched_score_one(s, w, j, now, &tc) != SCORE_OK || !tc.warm)
+                continue;
+            if (!best || tc.score_s < fc.score_s) {
+                best = w;
+                fc = tc;
+            }
+        }
+        fw = best;
+        scored = best != NULL;
+    }
+    if (fw && (scored || sched_score_one(s, fw, j, now, &fc) == SCORE_OK)) {
         int nfull = cap->usable - cap->nopen;
         int behind = j->state == SJOB_QUEUED ? s->queues[j->qix].q.count - 1 : 0;
         double backlog = behind > 0 ? behind * fc.run_s / (nfull > 0 ? nfull : 1) : 0;
         hold = fc.score_s + backlog + s->cfg.move_margin_s < why->cand[0].score_s;
-    }
-    /* The warm pool is short (fewer GPUs hold the model than its demand
-     * needs): rather than queue behind a busy warm GPU, or be held for one,
-     * the job loads its model on an idle cold GPU, which then serves the
-     * jobs after it warm. */
-    int cold = -1;
-    for (int i = 0; i < why->nkept && cold < 0; i++)
-        if (!why->cand[i].warm && why->cand[i].wait_s <= 0)
-            cold = i;
-    if (cold >= 0 && j->spec.model[0] && (hold || (why->cand[0].warm && why->cand[0].wait_s > 0))) {
-        const struct squeue *q = &s->queues[j->qix];
-        double a = 0;
-        int need = sched_warm_need(s, q, now, &a);
-        int have = need > 0 ? sched_warm_count(s, q, now) : 0;
-        if (have < need) {
-            struct sched_candidate cc = why->cand[cold];
-            struct sworker *cw = kept_w[cold];
-            uint64_t cs = kept_seq[cold];
-            for (int k = cold; k > 0; k--) {
-                why->cand[k] = why->cand[k - 1];
-                kept_w[k] = kept_w[k - 1];
-                kept_seq[k] = kept_seq[k - 1];
-            }
-            why->cand[0] = cc;
-            kept_w[0] = cw;
-            kept_seq[0] = cs;
-            s->grows++;
-            snprintf(why->winner, sizeof(why->winner), "%s", cc.worker_id);
-            reason_printf(why->reason, sizeof(why->reason),
-                          "warm pool short: %d GPUs hold %.40s, its demand (%.2f Erlangs) needs %d;"
-                          " cold load %.2fs on idle %s, est. finish %.2fs",
-                          have, j->spec.model, a, need, cc.load_s, cc.worker_id, cc.score_s);
-            return cw;
-        }
     }
     if (hold) {
         s->holds++;
