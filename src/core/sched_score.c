@@ -439,6 +439,9 @@ static void explain_reason(struct sched_explain *why)
                  o->worker_id, o->score_s);
 }
 
+/* Full GPUs looked at when a decision would load a model (sched_decide). */
+#define HOLD_SCAN 32
+
 struct sworker *sched_decide(struct sched *s, struct sjob *j, int64_t now,
                              struct sched_explain *why)
 {
@@ -507,13 +510,22 @@ struct sworker *sched_decide(struct sched *s, struct sjob *j, int64_t now,
     if (fw && !why->cand[0].warm && j->spec.model[0]) {
         /* The best open GPU must load the model: the full GPU to wait for
          * is the one that would finish it soonest among those that hold it
-         * (the one that frees first may hold another model — with late
-         * binding every warm GPU may be full). One pass over the workers,
-         * only for a decision that would load. */
+         * (the one that frees first may hold another model). Looked for
+         * among the first HOLD_SCAN current entries of the capability's heap
+         * of full GPUs (near its top: those that free soonest, roughly) —
+         * bounded, so that a decision that would load stays cheap on a large
+         * fleet (every full GPU: decision p99 234 us at 1,000 GPUs). */
         struct sched_candidate tc;
         struct sworker *best = NULL;
-        for (int i = 0; i < s->nworkers; i++) {
-            struct sworker *w = s->workers[i];
+        const struct heap *h = &cap->full;
+        int valid = 0;
+        for (size_t i = 0; i < h->len && i < 8 * HOLD_SCAN && valid < HOLD_SCAN; i++) {
+            const struct full_entry *e =
+                (const struct full_entry *)(const void *)(h->data + i * h->elem_size);
+            struct sworker *w = e->w;
+            if (e->ver != w->ver) /* stale: w changed since */
+                continue;
+            valid++;
             int k = sched_worker_cap_slot(w, j->cap);
             if (!w->alive || k < 0 || w->open_pos[k] >= 0 || !w->info.healthy ||
                 w->info.draining)
