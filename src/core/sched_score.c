@@ -556,6 +556,36 @@ struct sworker *sched_decide(struct sched *s, struct sjob *j, int64_t now,
                       fw->info.id, fc.score_s, why->cand[0].worker_id, why->cand[0].score_s);
         return NULL;
     }
+    /* Start now: a job that would wait for the best GPU takes a GPU where it
+     * starts at once (warm or cold) when that finishes it within that wait
+     * of the best. The wait counts twice: this job's, and the next job's —
+     * the one the busy GPU's slot would have served, which now waits or goes
+     * elsewhere — while the idle GPU's time is lost if no one takes it.
+     * seed7: p50 3.09 -> 2.86 s, SLO 0.846 -> 0.878; zoo's hit ratio
+     * 0.94 -> 0.86 (more cold loads on idle GPUs). */
+    const struct sched_candidate *b = &why->cand[0];
+    for (int i = 1; b->wait_s > 0 && i < why->nkept; i++) {
+        const struct sched_candidate *o = &why->cand[i];
+        if (o->wait_s > 0 || o->score_s > b->score_s + b->wait_s)
+            continue;
+        struct sched_candidate oc = *o, bc = *b;
+        struct sworker *ow = kept_w[i];
+        uint64_t os = kept_seq[i];
+        for (int k = i; k > 0; k--) {
+            why->cand[k] = why->cand[k - 1];
+            kept_w[k] = kept_w[k - 1];
+            kept_seq[k] = kept_seq[k - 1];
+        }
+        why->cand[0] = oc;
+        kept_w[0] = ow;
+        kept_seq[0] = os;
+        snprintf(why->winner, sizeof(why->winner), "%s", oc.worker_id);
+        reason_printf(why->reason, sizeof(why->reason),
+                      "starts now%s: finishes at %.2fs, within the %.2fs wait for %s (%.2fs)",
+                      oc.warm ? "" : " (cold load)", oc.score_s, bc.wait_s, bc.worker_id,
+                      bc.score_s);
+        return ow;
+    }
     snprintf(why->winner, sizeof(why->winner), "%s", why->cand[0].worker_id);
     explain_reason(why);
     return kept_w[0];

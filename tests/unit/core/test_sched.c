@@ -1058,6 +1058,44 @@ static void test_idle_gpu_takes_job_placed_behind_an_overdue_one(void **state)
     sched_destroy(s);
 }
 
+/* A fast GPU frees in `at` - 2.5 s after job 1 started there; a slower warm
+ * one (0.8) is idle. Job 2 arrives at `at`. */
+static void start_now_case(double at, const char *want, bool starts_now)
+{
+    struct sched *s = mk_sched();
+    struct worker_info w;
+    mk_worker(&w, "gpu0", 32768);
+    load(&w, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    mk_worker(&w, "gpu1", 32768);
+    load(&w, "image-v2", 22528);
+    w.speed = 0.8;
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    struct rec r = {0};
+    uint64_t id;
+    add(s, 1, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu0"); /* both idle: the faster */
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    add(s, 2, "image.fast", "image-v2", 1, S(at));
+    assert_int_equal(sched_dispatch(s, S(at), on_placed, &r), 1);
+    assert_int_equal(r.job, 2);
+    assert_string_equal(r.worker, want);
+    assert_int_equal(strstr(r.why.reason, "starts now") != NULL, starts_now);
+    sched_destroy(s);
+}
+
+/* Start now: waiting 0.5 s for the fast GPU finishes at 3.0 s, the idle slow
+ * one at 3.125 s — within the wait, so the job starts at once there (and
+ * the fast GPU stays free for the next job). Waiting 0.05 s (2.55 s) is
+ * clearly better: the job waits for the fast GPU. */
+static void test_start_now_within_the_wait(void **state)
+{
+    (void)state;
+    start_now_case(2.0, "gpu1", true);
+    start_now_case(2.45, "gpu0", false);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1085,6 +1123,7 @@ int main(void)
         cmocka_unit_test(test_eta_counts_shared_work_and_cold_load),
         cmocka_unit_test(test_default_binds_only_where_it_starts),
         cmocka_unit_test(test_idle_gpu_takes_job_placed_behind_an_overdue_one),
+        cmocka_unit_test(test_start_now_within_the_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
