@@ -41,8 +41,8 @@ struct sched *sched_create(const struct sched_config *cfg)
         s->cfg = *cfg;
     else
         sched_config_defaults(&s->cfg);
-    if (s->cfg.queue_depth < 1)
-        s->cfg.queue_depth = 1;
+    if (s->cfg.queue_depth < 0)
+        s->cfg.queue_depth = 0;
     if (!(s->cfg.hot_penalty >= 1.0))
         s->cfg.hot_penalty = 1.0;
     if (!(s->cfg.move_margin_s >= 0))
@@ -227,7 +227,14 @@ static bool worker_usable(const struct sworker *w)
 
 static bool worker_open(const struct sched *s, const struct sworker *w)
 {
-    return worker_usable(w) && w->nplaced < s->cfg.queue_depth;
+    if (!worker_usable(w))
+        return false;
+    /* queue_depth 0: late binding only — a job is bound to a GPU when a slot
+     * is free for it there (it starts at once); until then it waits in the
+     * shared queue, and the first GPU that frees takes the best waiting job. */
+    if (s->cfg.queue_depth == 0)
+        return w->nplaced + w->nrunning < w->info.concurrency;
+    return w->nplaced < s->cfg.queue_depth;
 }
 
 static void full_rebuild(struct sched *s, int cap)
@@ -729,6 +736,7 @@ int sched_job_add(struct sched *s, const struct job_spec *spec, int64_t now)
     job_resolve(s, j);
     j->qix = queue_index(s, j->cap, j->model);
     j->cost_s = estimator_run_s(s->est, j->model, -1, j->work);
+    sched_demand_note(s, &s->queues[j->qix], j->cost_s, now);
     s->backlog_s += j->cost_s;
     if (j->spec.lane == SCHED_LANE_INTERACTIVE)
         sched_headroom_note(s, &s->caps[j->cap], j->cost_s, now);
@@ -874,6 +882,7 @@ int sched_take(struct sched *s, const char *worker_id, int64_t now, uint64_t *jo
     worker_cap_jobs(s, w, j->cap, +1);
     assume_loaded(s, w, j, now);
     w->dirty = true;
+    sched_worker_sync_open(s, w);
     *job_id = j->spec.id;
     return 0;
 }

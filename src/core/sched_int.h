@@ -47,6 +47,10 @@ struct squeue {
     struct job_queue q;
     double cost_s;
     uint64_t parked_ver; /* fleet version at which it was found unservable; 0 = never */
+    /* Demand (all lanes): arrivals and their nominal GPU-seconds, decayed
+     * over cfg.headroom_window_s, as of d_ns (sched_score.c: eviction_cost). */
+    double d_count, d_work;
+    int64_t d_ns;
 };
 
 struct scap {
@@ -100,6 +104,8 @@ struct sworker {
     int nproj;
     int64_t proj_free_mb;
     int64_t ready_ns;    /* a new job could start (absolute, may be < now) */
+    int64_t overdue_ns;  /* the earliest projected end of a running job: from then on
+                            the projection is stale (sched_project_now) */
     int64_t all_free_ns; /* every slot is free */
 };
 
@@ -169,9 +175,16 @@ bool sched_headroom_blocks(const struct sched *s, const struct sworker *w, int64
                            size_t n);
 
 /* sched_score.c */
+/* sched_demand_note counts an arrival of cost_s nominal GPU-seconds in q. */
+void sched_demand_note(const struct sched *s, struct squeue *q, double cost_s, int64_t now);
+
 double sched_model_load_s(const struct sched *s, int model);
 double sched_worker_speed(const struct sworker *w); /* measured, else learned */
 void sched_project(struct sched *s, struct sworker *w, int64_t now);
+/* sched_project_now: sched_project, also redone once a running job has run
+ * past its estimate (its end moves); for the mutating paths only (dispatch,
+ * moves), so that sched_fresh keeps holding for readers of ETAs. */
+void sched_project_now(struct sched *s, struct sworker *w, int64_t now);
 /* sched_score_one: scores j on w; returns 0, or a reason code it was filtered
  * (SCORE_F_*). */
 enum { SCORE_OK = 0, SCORE_F_CAP, SCORE_F_VRAM, SCORE_F_BUSY, SCORE_F_UNHEALTHY, SCORE_F_EXCLUDED };

@@ -18,11 +18,22 @@
 
 #define S(x) ((int64_t)((x) * 1e9))
 
+/* mk_sched: the defaults, spelled out (two placed jobs per GPU, R20;
+ * eviction weight 1); mk_sched_cfg: a given config (late binding only). */
+static struct sched *mk_sched_cfg(const struct sched_config *cfg);
+
 static struct sched *mk_sched(void)
 {
     struct sched_config cfg;
     sched_config_defaults(&cfg);
-    struct sched *s = sched_create(&cfg);
+    cfg.queue_depth = 2;
+    cfg.evict_weight = 1.0;
+    return mk_sched_cfg(&cfg);
+}
+
+static struct sched *mk_sched_cfg(const struct sched_config *cfg)
+{
+    struct sched *s = sched_create(cfg);
     struct model_info models[] = {
         {"image-v2", 22528, 5000, MODEL_GENERATION},
         {"image-hq", 8192, 4000, MODEL_GENERATION},
@@ -228,6 +239,9 @@ static void test_mixed_vram_eviction_and_filter(void **state)
     assert_int_equal(sched_worker_update(s, &a, 0), 0);
     assert_int_equal(sched_worker_update(s, &b, 0), 0);
     struct rec r = {0};
+    /* A video job was asked for (and cancelled): the model has demand. */
+    add(s, 9, "video", "video", 1, 0);
+    assert_int_equal(sched_job_cancel(s, 9, 0), 0);
     add(s, 1, "image.fast", "image-v2", 1, 0);
     assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
     assert_string_equal(r.worker, "gpu0");
@@ -237,8 +251,9 @@ static void test_mixed_vram_eviction_and_filter(void **state)
     assert_false(c->warm);
     assert_int_equal(c->evictions, 1);
     assert_float_equal(c->load_s, 5.0, 1e-6);
-    /* Evicting the video model costs its reload in the score. */
-    assert_float_equal(c->evict_penalty_s, 10.0, 1e-6);
+    /* Evicting the video model costs its 10 s reload as the slowdown it adds
+     * to a 75 s video job, in this 2.5 s job's seconds: 10 x 2.5 / 75. */
+    assert_float_equal(c->evict_penalty_s, 10.0 * 2.5 / 75, 1e-6);
     /* The core mirrors the agent: after the take, video is gone, image-v2 resident. */
     uint64_t id;
     assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
@@ -261,6 +276,11 @@ static void test_utility_burst_does_not_evict_generation_model(void **state)
     load(&b, "image-v2", 22528);
     assert_int_equal(sched_worker_update(s, &a, 0), 0);
     assert_int_equal(sched_worker_update(s, &b, 0), 0);
+    /* The generation models are in demand (jobs asked for them). */
+    add(s, 100, "image.fast", "image-v2", 1, 0);
+    add(s, 101, "image.hq", "image-hq", 1, 0);
+    assert_int_equal(sched_job_cancel(s, 100, 0), 0);
+    assert_int_equal(sched_job_cancel(s, 101, 0), 0);
     for (uint64_t i = 1; i <= 8; i++)
         add(s, i, "rembg", "rembg", 1, 0);
     struct rec r = {0};
@@ -962,6 +982,120 @@ static void test_eta_counts_shared_work_and_cold_load(void **state)
     sched_destroy(s);
 }
 
+/* The default binds late only: a job is placed where it starts at once;
+ * while every GPU is busy it waits in the shared queue, and the first GPU
+ * to free takes it (an M/M/c queue: Erlang C's mean wait). */
+static void test_default_binds_only_where_it_starts(void **state)
+{
+    (void)state;
+    struct sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.queue_depth = 0;
+    struct sched *s = mk_sched_cfg(&cfg);
+    struct worker_info w;
+    for (int i = 0; i < 2; i++) {
+        char id[8];
+        snprintf(id, sizeof(id), "gpu%d", i);
+        mk_worker(&w, id, 32768);
+        load(&w, "image-v2", 22528);
+        assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    }
+    struct rec r = {0};
+    uint64_t id;
+    for (uint64_t j = 1; j <= 3; j++)
+        add(s, j, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 2);
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    assert_int_equal(sched_take(s, "gpu1", 0, &id), 0);
+    struct sched_stats st;
+    sched_stats(s, &st);
+    assert_int_equal(st.queued, 1);
+    assert_int_equal(st.placed, 0);
+    /* gpu1 finishes first (before its estimate): it takes job 3. */
+    assert_int_equal(sched_job_finished(s, 2, true, 0, S(2.4), S(2.4)), 0);
+    assert_int_equal(sched_dispatch(s, S(2.4), on_placed, &r), 1);
+    assert_int_equal(r.job, 3);
+    assert_string_equal(r.worker, "gpu1");
+    sched_destroy(s);
+}
+
+/* A running job past its estimate is not projected to end "now": the GPU
+ * that frees first takes the job placed behind it (before, both looked as
+ * free, the move gained nothing, and the job waited beside an idle GPU). */
+static void test_idle_gpu_takes_job_placed_behind_an_overdue_one(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched(); /* two placed per GPU */
+    struct worker_info w;
+    for (int i = 0; i < 2; i++) {
+        char id[8];
+        snprintf(id, sizeof(id), "gpu%d", i);
+        mk_worker(&w, id, 32768);
+        load(&w, "image-v2", 22528);
+        assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    }
+    struct rec r = {0};
+    uint64_t id;
+    for (uint64_t j = 1; j <= 3; j++)
+        add(s, j, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 3);
+    assert_int_equal(r.job, 3);
+    char behind[SCHED_NAME_MAX], other[SCHED_NAME_MAX];
+    snprintf(behind, sizeof(behind), "%s", r.worker);
+    snprintf(other, sizeof(other), "%s", strcmp(r.worker, "gpu0") == 0 ? "gpu1" : "gpu0");
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    assert_int_equal(sched_take(s, "gpu1", 0, &id), 0);
+    /* The other GPU ends on time; at that moment job 3 gains nothing by
+     * moving (its GPU is due to free as well). */
+    uint64_t done = strcmp(other, "gpu0") == 0 ? 1 : 2;
+    assert_int_equal(sched_job_finished(s, done, true, 0, S(2.5), S(2.5)), 0);
+    assert_int_equal(sched_dispatch(s, S(2.5), on_placed, &r), 0);
+    /* 2 s later the job ahead of it still runs: the idle GPU takes job 3. */
+    assert_int_equal(sched_dispatch(s, S(4.5), on_placed, &r), 1);
+    assert_int_equal(r.job, 3);
+    assert_string_equal(r.worker, other);
+    assert_non_null(strstr(r.why.reason, "late binding"));
+    sched_destroy(s);
+}
+
+/* A fast GPU frees in `at` - 2.5 s after job 1 started there; a slower warm
+ * one (0.8) is idle. Job 2 arrives at `at`. */
+static void start_now_case(double at, const char *want, bool starts_now)
+{
+    struct sched *s = mk_sched();
+    struct worker_info w;
+    mk_worker(&w, "gpu0", 32768);
+    load(&w, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    mk_worker(&w, "gpu1", 32768);
+    load(&w, "image-v2", 22528);
+    w.speed = 0.8;
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    struct rec r = {0};
+    uint64_t id;
+    add(s, 1, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu0"); /* both idle: the faster */
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    add(s, 2, "image.fast", "image-v2", 1, S(at));
+    assert_int_equal(sched_dispatch(s, S(at), on_placed, &r), 1);
+    assert_int_equal(r.job, 2);
+    assert_string_equal(r.worker, want);
+    assert_int_equal(strstr(r.why.reason, "starts now") != NULL, starts_now);
+    sched_destroy(s);
+}
+
+/* Start now: waiting 0.5 s for the fast GPU finishes at 3.0 s, the idle slow
+ * one at 3.125 s — within the wait, so the job starts at once there (and
+ * the fast GPU stays free for the next job). Waiting 0.05 s (2.55 s) is
+ * clearly better: the job waits for the fast GPU. */
+static void test_start_now_within_the_wait(void **state)
+{
+    (void)state;
+    start_now_case(2.0, "gpu1", true);
+    start_now_case(2.45, "gpu0", false);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -987,6 +1121,9 @@ int main(void)
         cmocka_unit_test(test_drained_only_capable_worker_parks_then_resumes),
         cmocka_unit_test(test_eta_running_placed_queued),
         cmocka_unit_test(test_eta_counts_shared_work_and_cold_load),
+        cmocka_unit_test(test_default_binds_only_where_it_starts),
+        cmocka_unit_test(test_idle_gpu_takes_job_placed_behind_an_overdue_one),
+        cmocka_unit_test(test_start_now_within_the_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
