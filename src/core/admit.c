@@ -78,6 +78,8 @@ struct admit {
 };
 
 static const double NS = 1e9;
+/* A retry this close before its room's time is on time. */
+static const int64_t DUE_SLACK_NS = 1000000;
 
 void admit_policy_defaults(struct admit_policy *p)
 {
@@ -463,7 +465,7 @@ int admit_decide(const struct admit *a, const struct admit_request *req, int64_t
     double due_now = 0;
     double booked = pool_booked(p, now, &due_now);
     if (own) {
-        if (own->due_ns > now) {
+        if (own->due_ns > now + DUE_SLACK_NS) {
             v->outcome = ADMIT_RETRY;
             v->reason = ADMIT_R_LANE_WAIT;
             v->retry_after_s = clamp_retry(a, (double)(own->due_ns - now) / NS);
@@ -513,8 +515,8 @@ int admit_decide(const struct admit *a, const struct admit_request *req, int64_t
     if (bound > 0 && ahead + req->cost_s > bound * rate) {
         double excess = ahead + req->cost_s - bound * rate;
         double ra = rate > 0 ? excess / rate : bound;
-        if (p->horizon_ns > now) {
-            double after = (double)(p->horizon_ns - now) / NS;
+        if (p->horizon_ns > now && rate > 0) {
+            double after = (double)(p->horizon_ns - now) / NS + req->cost_s / rate;
             if (after > ra)
                 ra = after;
         }
