@@ -55,11 +55,16 @@ struct bl_entry {
     int jobs;
 };
 
+/* The measured throughput of a lane is what it delivers while it has work
+ * waiting (queued_jobs > 0): delivered GPU-seconds over busy seconds, both
+ * decayed over busy time (not wall time), so an idle spell neither dilutes
+ * nor forgets it. Invariant: acc and busy are as of clock_ns. */
 struct lane_state {
     double nominal;      /* GPU-seconds per second from the fleet */
-    double acc;          /* decayed delivered GPU-seconds, at acc_ns */
-    int64_t acc_ns;
-    int64_t busy_since;  /* queued work > 0 since then; -1 = idle */
+    double acc;          /* decayed GPU-seconds delivered while busy */
+    double busy;         /* decayed busy seconds */
+    double busy_total;   /* busy seconds since the fleet's figure was set */
+    int64_t clock_ns;
     int queued_jobs;
 };
 
@@ -103,7 +108,6 @@ struct admit *admit_create(const struct admit_policy *p)
     for (int l = 0; l < ADMIT_LANES; l++) {
         if (!(a->p.max_wait_s[l] >= 0))
             a->p.max_wait_s[l] = 0;
-        a->lanes[l].busy_since = -1;
     }
     if (!(a->p.min_retry_s > 0))
         a->p.min_retry_s = 1;
@@ -232,14 +236,47 @@ int admit_capacity(struct admit *a, enum sched_lane lane, double gpu_s_per_s, in
     if (!a || (lane != SCHED_LANE_INTERACTIVE && lane != SCHED_LANE_BATCH) ||
         !(gpu_s_per_s >= 0) || !isfinite(gpu_s_per_s))
         return GPUQ_EINVAL;
-    a->lanes[lane].nominal = gpu_s_per_s;
+    struct lane_state *ls = &a->lanes[lane];
+    /* The fleet changed: what was measured scales with it (the lane keeps
+     * its measured share of the nominal figure). */
+    if (ls->nominal > 0)
+        ls->acc *= gpu_s_per_s / ls->nominal;
+    else
+        ls->acc = ls->busy = ls->busy_total = 0;
+    ls->nominal = gpu_s_per_s;
     return 0;
 }
 
-static double decayed(const struct lane_state *ls, double tau, int64_t now)
+/* The measured throughput averages over this many windows
+ * (throughput_tau_s) of busy time, and is used once the lane has had work
+ * waiting that long. A Retry-After reaches minutes to hours ahead; one
+ * window (a minute) of deliveries swings by a third or more with the
+ * interactive load beside it, and a promise made at a high swing comes due
+ * before its room. */
+#define TPUT_WINDOWS 5.0
+
+static double tput_tau(const struct admit *a)
 {
-    double dt = now > ls->acc_ns ? (double)(now - ls->acc_ns) / NS : 0;
-    return ls->acc * exp(-dt / tau);
+    return a->p.throughput_tau_s * TPUT_WINDOWS;
+}
+
+/* ls's sums advanced to now: busy seconds accrue (and both sums decay) only
+ * while work waits. Returns the busy seconds in all. */
+static double lane_sums(const struct lane_state *ls, double tau, int64_t now, double *acc,
+                        double *busy)
+{
+    double dt = ls->queued_jobs > 0 && now > ls->clock_ns ? (double)(now - ls->clock_ns) / NS : 0;
+    double f = exp(-dt / tau);
+    *acc = ls->acc * f;
+    *busy = ls->busy * f + tau * (1 - f);
+    return ls->busy_total + dt;
+}
+
+static void lane_advance(struct admit *a, struct lane_state *ls, int64_t now)
+{
+    ls->busy_total = lane_sums(ls, tput_tau(a), now, &ls->acc, &ls->busy);
+    if (now > ls->clock_ns)
+        ls->clock_ns = now;
 }
 
 double admit_throughput(const struct admit *a, enum sched_lane lane, int64_t now)
@@ -247,14 +284,12 @@ double admit_throughput(const struct admit *a, enum sched_lane lane, int64_t now
     if (!a || (lane != SCHED_LANE_INTERACTIVE && lane != SCHED_LANE_BATCH))
         return 0;
     const struct lane_state *ls = &a->lanes[lane];
-    double tau = a->p.throughput_tau_s;
-    /* Measured only counts once the lane has had work waiting for a whole
-     * window: then what was delivered is what the lane can deliver. */
-    if (ls->busy_since >= 0 && (double)(now - ls->busy_since) / NS >= tau) {
-        double m = decayed(ls, tau, now) / tau;
-        if (m > 0)
-            return m;
-    }
+    double tau = tput_tau(a), acc, busy;
+    double total = lane_sums(ls, tau, now, &acc, &busy);
+    /* Measured once the lane has had work waiting for the whole span: then
+     * what it delivered is what it can deliver. */
+    if (total >= tau && acc > 0 && busy > 0)
+        return acc / busy;
     return ls->nominal;
 }
 
@@ -543,14 +578,10 @@ int admit_decide(const struct admit *a, const struct admit_request *req, int64_t
 static void lane_queued(struct admit *a, enum sched_lane lane, int delta, int64_t now)
 {
     struct lane_state *ls = &a->lanes[lane];
-    int before = ls->queued_jobs;
+    lane_advance(a, ls, now);
     ls->queued_jobs += delta;
     if (ls->queued_jobs < 0)
         ls->queued_jobs = 0;
-    if (before == 0 && ls->queued_jobs > 0)
-        ls->busy_since = now;
-    else if (ls->queued_jobs == 0)
-        ls->busy_since = -1;
 }
 
 /* What a job's fair-share tag is charged: its nominal work when given. */
@@ -750,11 +781,11 @@ void admit_ended(struct admit *a, const char *tenant, enum sched_lane lane,
     int tix = tenant_get(a, tenant, now);
     if (a->tenants[tix].inflight > 0)
         a->tenants[tix].inflight--;
-    if (delivered_gpu_s > 0 && isfinite(delivered_gpu_s)) {
-        struct lane_state *ls = &a->lanes[lane];
-        ls->acc = decayed(ls, a->p.throughput_tau_s, now) + delivered_gpu_s;
-        ls->acc_ns = now > ls->acc_ns ? now : ls->acc_ns;
-    }
+    struct lane_state *ls = &a->lanes[lane];
+    lane_advance(a, ls, now);
+    /* Only work delivered while more waited tells what the lane can do. */
+    if (delivered_gpu_s > 0 && isfinite(delivered_gpu_s) && ls->queued_jobs > 0)
+        ls->acc += delivered_gpu_s;
 }
 
 double admit_tenant_budget(const struct admit *a, const char *tenant, int64_t now)
