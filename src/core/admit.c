@@ -14,26 +14,29 @@
 #include "common/err.h"
 #include "common/hashmap.h"
 
-/* A room promised to a refused client: due at due_ns, held until expire_ns.
+/* A room promised to a refused client: planned at plan_ns, due at due_ns (the
+ * time the client was told: plan_ns rounded up to whole seconds, so less
+ * than a second later), held until expire_ns.
  * Consumed when the client's retry (same key) is admitted. */
 struct booking {
     uint64_t key;
     double cost_s;
-    int64_t due_ns, expire_ns;
+    int64_t plan_ns, due_ns, expire_ns;
     bool consumed;
 };
 
 /* Queued work that drains at one rate: the interactive lane, or one tenant's
  * share of the batch lane. Invariants: booked_s = sum of cost_s of the
- * bookings in ring[head..head+n) not consumed; their due_ns never decrease
- * (each new one is due no earlier than horizon_ns, which only grows). */
+ * bookings in ring[head..head+n) not consumed; their plan_ns never decrease
+ * (each new one is planned no earlier than horizon_ns, which only grows);
+ * their due_ns may, by under a second. */
 struct pool {
     double queued_s;
     int queued_jobs;
     struct booking *ring;
     int head, n, cap;
     double booked_s;
-    int64_t horizon_ns; /* due time of the latest booking */
+    int64_t horizon_ns; /* planned time of the latest booking */
 };
 
 struct tenant {
@@ -309,8 +312,10 @@ static double pool_booked(const struct pool *p, int64_t now, double *due_now)
     double b = p->booked_s, d = 0;
     for (int i = 0; i < p->n; i++) {
         const struct booking *bk = &p->ring[(p->head + i) % p->cap];
-        if (bk->due_ns > now)
+        if (bk->plan_ns > now)
             break;
+        if (bk->due_ns > now)
+            continue;
         if (bk->consumed)
             continue;
         if (bk->expire_ns <= now)
@@ -445,11 +450,27 @@ static double pool_rate(const struct admit *a, int tix, enum sched_lane lane, in
     return sum > 0 ? thr * w / sum : thr;
 }
 
+/* The Retry-After given: at least min_retry_s, in whole seconds rounded up —
+ * what the header can say — so that the room is booked at the very time the
+ * client is told (a fraction under a microsecond is float noise, not a
+ * second more). */
 static double clamp_retry(const struct admit *a, double s)
 {
     if (!(s >= a->p.min_retry_s) || !isfinite(s))
         s = isfinite(s) && s > a->p.min_retry_s ? s : a->p.min_retry_s;
     return s;
+}
+
+/* A refusal's times: the room planned in room_s (at least min_retry_s), and
+ * the Retry-After told, that rounded up to whole seconds — what the header
+ * can say — so the room is due at the very time the client comes back (a
+ * fraction under a microsecond is float noise, not a second more). Later
+ * rooms are planned after room_s, not after the rounded time: rounding each
+ * one up would space them by up to a second more than they drain. */
+static void set_retry(const struct admit *a, struct admit_verdict *v, double s)
+{
+    v->room_s = clamp_retry(a, s);
+    v->retry_after_s = ceil(v->room_s - 1e-6);
 }
 
 int admit_decide(const struct admit *a, const struct admit_request *req, int64_t now,
@@ -503,7 +524,7 @@ int admit_decide(const struct admit *a, const struct admit_request *req, int64_t
         if (own->due_ns > now + DUE_SLACK_NS) {
             v->outcome = ADMIT_RETRY;
             v->reason = ADMIT_R_LANE_WAIT;
-            v->retry_after_s = clamp_retry(a, (double)(own->due_ns - now) / NS);
+            set_retry(a, v, (double)(own->due_ns - now) / NS);
             snprintf(v->why, sizeof(v->why), "the room booked for this retry is due in %.1f s",
                      (double)(own->due_ns - now) / NS);
             return 0;
@@ -522,7 +543,7 @@ int admit_decide(const struct admit *a, const struct admit_request *req, int64_t
         v->outcome = ADMIT_RETRY;
         v->reason = ADMIT_R_INFLIGHT;
         double per = p->queued_jobs > 0 ? p->queued_s / p->queued_jobs : req->cost_s;
-        v->retry_after_s = clamp_retry(a, rate > 0 ? per / rate : a->p.min_retry_s);
+        set_retry(a, v, rate > 0 ? per / rate : a->p.min_retry_s);
         snprintf(v->why, sizeof(v->why), "tenant %.60s has %d jobs in flight, its cap", tp.name,
                  t->inflight);
         return 0;
@@ -535,7 +556,7 @@ int admit_decide(const struct admit *a, const struct admit_request *req, int64_t
         if (need > 0) {
             v->outcome = ADMIT_RETRY;
             v->reason = ADMIT_R_RATE;
-            v->retry_after_s = clamp_retry(a, need / (tp.rate_gpu_s_per_min / 60.0));
+            set_retry(a, v, need / (tp.rate_gpu_s_per_min / 60.0));
             snprintf(v->why, sizeof(v->why),
                      "tenant %.60s's rate of %.0f GPU-seconds per minute is spent; %.0f of the "
                      "%.0f needed are available",
@@ -557,7 +578,7 @@ int admit_decide(const struct admit *a, const struct admit_request *req, int64_t
         }
         v->outcome = ADMIT_RETRY;
         v->reason = ADMIT_R_LANE_WAIT;
-        v->retry_after_s = clamp_retry(a, ra);
+        set_retry(a, v, ra);
         if (req->lane == SCHED_LANE_BATCH)
             snprintf(v->why, sizeof(v->why),
                      "tenant %.60s's estimated wait in the batch lane, %.0f s, exceeds the bound "
@@ -651,18 +672,23 @@ int admit_refuse(struct admit *a, const struct admit_request *req, const struct 
         p->cap = ncap;
         p->head = 0;
     }
+    double room = v->room_s > 0 && v->room_s <= v->retry_after_s ? v->room_s : v->retry_after_s;
+    int64_t plan = now + (int64_t)llround(room * NS);
+    if (plan < p->horizon_ns)
+        plan = p->horizon_ns;
     int64_t due = now + (int64_t)llround(v->retry_after_s * NS);
-    if (due < p->horizon_ns)
-        due = p->horizon_ns;
+    if (due < plan)
+        due = plan;
     struct booking *bk = &p->ring[(p->head + p->n) % p->cap];
     bk->key = req->booking;
     bk->cost_s = req->cost_s;
+    bk->plan_ns = plan;
     bk->due_ns = due;
     bk->expire_ns = due + (int64_t)llround(a->p.booking_grace_s * NS);
     bk->consumed = false;
     p->n++;
     p->booked_s += req->cost_s;
-    p->horizon_ns = due;
+    p->horizon_ns = plan;
     if (req->booking)
         hashmap_put_u64(&a->bookings, req->booking, p);
     return 0;

@@ -131,7 +131,10 @@ enum admit_reason {
 struct admit_verdict {
     enum admit_outcome outcome;
     enum admit_reason reason;
-    double retry_after_s;   /* ADMIT_RETRY: when to come back (>= min_retry_s) */
+    double retry_after_s;   /* ADMIT_RETRY: when to come back, in whole seconds
+                               (>= min_retry_s): the header's value */
+    double room_s;          /* ADMIT_RETRY: when the room is planned, before that
+                               rounding (<= retry_after_s) */
     double wait_s;          /* estimated wait of this job if admitted now */
     double bound_s;         /* the lane's bound */
     double backlog_gpu_s;   /* queued work the wait was computed from */

@@ -61,7 +61,8 @@ static void test_token_bucket(void **state)
     struct admit_request r5 = req("acme", SCHED_LANE_BATCH, 20, 55);
     assert_int_equal(admit_decide(a, &r5, S(0.5), &v), 0);
     assert_int_equal(v.outcome, ADMIT_RETRY);
-    assert_float_equal(v.retry_after_s, 39.5, 1e-6);
+    assert_float_equal(v.room_s, 39.5, 1e-6);
+    assert_float_equal(v.retry_after_s, 40, 1e-6); /* whole seconds, rounded up */
     /* The first, back early, is told the rest of its wait; on time, admitted. */
     assert_int_equal(admit_decide(a, &r4, S(19), &v), 0);
     assert_int_equal(v.outcome, ADMIT_RETRY);
@@ -612,7 +613,22 @@ static void test_rooms_spaced_after_the_latest(void **state)
     struct admit_request r2 = req("ui", SCHED_LANE_INTERACTIVE, 5, 13);
     admit_decide(a, &r2, S(1), &v);
     assert_int_equal(v.outcome, ADMIT_RETRY);
-    assert_float_equal(v.retry_after_s, 9.0 - 1 + 5.0 / 2, 1e-9);
+    assert_float_equal(v.room_s, 9.0 - 1 + 5.0 / 2, 1e-9);
+    assert_float_equal(v.retry_after_s, 11, 1e-9); /* told in whole seconds */
+    admit_refuse(a, &r2, &v, S(1));
+    /* The next room is planned after r2's room (11.5 s), not after the 12 s
+     * r2 was told: rounding does not pile up along the line. */
+    struct admit_request r3 = req("ui", SCHED_LANE_INTERACTIVE, 1, 14);
+    admit_decide(a, &r3, S(1), &v);
+    assert_int_equal(v.outcome, ADMIT_RETRY);
+    assert_float_equal(v.room_s, 11.5 - 1 + 1.0 / 2, 1e-9);
+    assert_float_equal(v.retry_after_s, 11, 1e-9);
+    admit_refuse(a, &r3, &v, S(1));
+    /* Each is admitted at the time it was told. */
+    admit_decide(a, &r2, S(12), &v);
+    assert_int_equal(v.outcome, ADMIT_OK);
+    admit_decide(a, &r3, S(12), &v);
+    assert_int_equal(v.outcome, ADMIT_OK);
     admit_destroy(a);
 }
 
