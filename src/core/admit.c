@@ -450,10 +450,7 @@ static double pool_rate(const struct admit *a, int tix, enum sched_lane lane, in
     return sum > 0 ? thr * w / sum : thr;
 }
 
-/* The Retry-After given: at least min_retry_s, in whole seconds rounded up —
- * what the header can say — so that the room is booked at the very time the
- * client is told (a fraction under a microsecond is float noise, not a
- * second more). */
+/* s, at least min_retry_s (and finite). */
 static double clamp_retry(const struct admit *a, double s)
 {
     if (!(s >= a->p.min_retry_s) || !isfinite(s))
