@@ -14,26 +14,29 @@
 #include "common/err.h"
 #include "common/hashmap.h"
 
-/* A room promised to a refused client: due at due_ns, held until expire_ns.
+/* A room promised to a refused client: planned at plan_ns, due at due_ns (the
+ * time the client was told: plan_ns rounded up to whole seconds, so less
+ * than a second later), held until expire_ns.
  * Consumed when the client's retry (same key) is admitted. */
 struct booking {
     uint64_t key;
     double cost_s;
-    int64_t due_ns, expire_ns;
+    int64_t plan_ns, due_ns, expire_ns;
     bool consumed;
 };
 
 /* Queued work that drains at one rate: the interactive lane, or one tenant's
  * share of the batch lane. Invariants: booked_s = sum of cost_s of the
- * bookings in ring[head..head+n) not consumed; their due_ns never decrease
- * (each new one is due no earlier than horizon_ns, which only grows). */
+ * bookings in ring[head..head+n) not consumed; their plan_ns never decrease
+ * (each new one is planned no earlier than horizon_ns, which only grows);
+ * their due_ns may, by under a second. */
 struct pool {
     double queued_s;
     int queued_jobs;
     struct booking *ring;
     int head, n, cap;
     double booked_s;
-    int64_t horizon_ns; /* due time of the latest booking */
+    int64_t horizon_ns; /* planned time of the latest booking */
 };
 
 struct tenant {
@@ -55,11 +58,16 @@ struct bl_entry {
     int jobs;
 };
 
+/* The measured throughput of a lane is what it delivers while it has work
+ * waiting (queued_jobs > 0): delivered GPU-seconds over busy seconds, both
+ * decayed over busy time (not wall time), so an idle spell neither dilutes
+ * nor forgets it. Invariant: acc and busy are as of clock_ns. */
 struct lane_state {
     double nominal;      /* GPU-seconds per second from the fleet */
-    double acc;          /* decayed delivered GPU-seconds, at acc_ns */
-    int64_t acc_ns;
-    int64_t busy_since;  /* queued work > 0 since then; -1 = idle */
+    double acc;          /* decayed GPU-seconds delivered while busy */
+    double busy;         /* decayed busy seconds */
+    double busy_total;   /* busy seconds since the fleet's figure was set */
+    int64_t clock_ns;
     int queued_jobs;
 };
 
@@ -78,6 +86,8 @@ struct admit {
 };
 
 static const double NS = 1e9;
+/* A retry this close before its room's time is on time. */
+static const int64_t DUE_SLACK_NS = 1000000;
 
 void admit_policy_defaults(struct admit_policy *p)
 {
@@ -101,7 +111,6 @@ struct admit *admit_create(const struct admit_policy *p)
     for (int l = 0; l < ADMIT_LANES; l++) {
         if (!(a->p.max_wait_s[l] >= 0))
             a->p.max_wait_s[l] = 0;
-        a->lanes[l].busy_since = -1;
     }
     if (!(a->p.min_retry_s > 0))
         a->p.min_retry_s = 1;
@@ -230,14 +239,47 @@ int admit_capacity(struct admit *a, enum sched_lane lane, double gpu_s_per_s, in
     if (!a || (lane != SCHED_LANE_INTERACTIVE && lane != SCHED_LANE_BATCH) ||
         !(gpu_s_per_s >= 0) || !isfinite(gpu_s_per_s))
         return GPUQ_EINVAL;
-    a->lanes[lane].nominal = gpu_s_per_s;
+    struct lane_state *ls = &a->lanes[lane];
+    /* The fleet changed: what was measured scales with it (the lane keeps
+     * its measured share of the nominal figure). */
+    if (ls->nominal > 0)
+        ls->acc *= gpu_s_per_s / ls->nominal;
+    else
+        ls->acc = ls->busy = ls->busy_total = 0;
+    ls->nominal = gpu_s_per_s;
     return 0;
 }
 
-static double decayed(const struct lane_state *ls, double tau, int64_t now)
+/* The measured throughput averages over this many windows
+ * (throughput_tau_s) of busy time, and is used once the lane has had work
+ * waiting that long. A Retry-After reaches minutes to hours ahead; one
+ * window (a minute) of deliveries swings by a third or more with the
+ * interactive load beside it, and a promise made at a high swing comes due
+ * before its room. */
+#define TPUT_WINDOWS 5.0
+
+static double tput_tau(const struct admit *a)
 {
-    double dt = now > ls->acc_ns ? (double)(now - ls->acc_ns) / NS : 0;
-    return ls->acc * exp(-dt / tau);
+    return a->p.throughput_tau_s * TPUT_WINDOWS;
+}
+
+/* ls's sums advanced to now: busy seconds accrue (and both sums decay) only
+ * while work waits. Returns the busy seconds in all. */
+static double lane_sums(const struct lane_state *ls, double tau, int64_t now, double *acc,
+                        double *busy)
+{
+    double dt = ls->queued_jobs > 0 && now > ls->clock_ns ? (double)(now - ls->clock_ns) / NS : 0;
+    double f = exp(-dt / tau);
+    *acc = ls->acc * f;
+    *busy = ls->busy * f + tau * (1 - f);
+    return ls->busy_total + dt;
+}
+
+static void lane_advance(struct admit *a, struct lane_state *ls, int64_t now)
+{
+    ls->busy_total = lane_sums(ls, tput_tau(a), now, &ls->acc, &ls->busy);
+    if (now > ls->clock_ns)
+        ls->clock_ns = now;
 }
 
 double admit_throughput(const struct admit *a, enum sched_lane lane, int64_t now)
@@ -245,14 +287,12 @@ double admit_throughput(const struct admit *a, enum sched_lane lane, int64_t now
     if (!a || (lane != SCHED_LANE_INTERACTIVE && lane != SCHED_LANE_BATCH))
         return 0;
     const struct lane_state *ls = &a->lanes[lane];
-    double tau = a->p.throughput_tau_s;
-    /* Measured only counts once the lane has had work waiting for a whole
-     * window: then what was delivered is what the lane can deliver. */
-    if (ls->busy_since >= 0 && (double)(now - ls->busy_since) / NS >= tau) {
-        double m = decayed(ls, tau, now) / tau;
-        if (m > 0)
-            return m;
-    }
+    double tau = tput_tau(a), acc, busy;
+    double total = lane_sums(ls, tau, now, &acc, &busy);
+    /* Measured once the lane has had work waiting for the whole span: then
+     * what it delivered is what it can deliver. */
+    if (total >= tau && acc > 0 && busy > 0)
+        return acc / busy;
     return ls->nominal;
 }
 
@@ -272,8 +312,10 @@ static double pool_booked(const struct pool *p, int64_t now, double *due_now)
     double b = p->booked_s, d = 0;
     for (int i = 0; i < p->n; i++) {
         const struct booking *bk = &p->ring[(p->head + i) % p->cap];
-        if (bk->due_ns > now)
+        if (bk->plan_ns > now)
             break;
+        if (bk->due_ns > now)
+            continue;
         if (bk->consumed)
             continue;
         if (bk->expire_ns <= now)
@@ -408,11 +450,24 @@ static double pool_rate(const struct admit *a, int tix, enum sched_lane lane, in
     return sum > 0 ? thr * w / sum : thr;
 }
 
+/* s, at least min_retry_s (and finite). */
 static double clamp_retry(const struct admit *a, double s)
 {
     if (!(s >= a->p.min_retry_s) || !isfinite(s))
         s = isfinite(s) && s > a->p.min_retry_s ? s : a->p.min_retry_s;
     return s;
+}
+
+/* A refusal's times: the room planned in room_s (at least min_retry_s), and
+ * the Retry-After told, that rounded up to whole seconds — what the header
+ * can say — so the room is due at the very time the client comes back (a
+ * fraction under a microsecond is float noise, not a second more). Later
+ * rooms are planned after room_s, not after the rounded time: rounding each
+ * one up would space them by up to a second more than they drain. */
+static void set_retry(const struct admit *a, struct admit_verdict *v, double s)
+{
+    v->room_s = clamp_retry(a, s);
+    v->retry_after_s = ceil(v->room_s - 1e-6);
 }
 
 int admit_decide(const struct admit *a, const struct admit_request *req, int64_t now,
@@ -463,10 +518,10 @@ int admit_decide(const struct admit *a, const struct admit_request *req, int64_t
     double due_now = 0;
     double booked = pool_booked(p, now, &due_now);
     if (own) {
-        if (own->due_ns > now) {
+        if (own->due_ns > now + DUE_SLACK_NS) {
             v->outcome = ADMIT_RETRY;
             v->reason = ADMIT_R_LANE_WAIT;
-            v->retry_after_s = clamp_retry(a, (double)(own->due_ns - now) / NS);
+            set_retry(a, v, (double)(own->due_ns - now) / NS);
             snprintf(v->why, sizeof(v->why), "the room booked for this retry is due in %.1f s",
                      (double)(own->due_ns - now) / NS);
             return 0;
@@ -485,7 +540,7 @@ int admit_decide(const struct admit *a, const struct admit_request *req, int64_t
         v->outcome = ADMIT_RETRY;
         v->reason = ADMIT_R_INFLIGHT;
         double per = p->queued_jobs > 0 ? p->queued_s / p->queued_jobs : req->cost_s;
-        v->retry_after_s = clamp_retry(a, rate > 0 ? per / rate : a->p.min_retry_s);
+        set_retry(a, v, rate > 0 ? per / rate : a->p.min_retry_s);
         snprintf(v->why, sizeof(v->why), "tenant %.60s has %d jobs in flight, its cap", tp.name,
                  t->inflight);
         return 0;
@@ -498,7 +553,7 @@ int admit_decide(const struct admit *a, const struct admit_request *req, int64_t
         if (need > 0) {
             v->outcome = ADMIT_RETRY;
             v->reason = ADMIT_R_RATE;
-            v->retry_after_s = clamp_retry(a, need / (tp.rate_gpu_s_per_min / 60.0));
+            set_retry(a, v, need / (tp.rate_gpu_s_per_min / 60.0));
             snprintf(v->why, sizeof(v->why),
                      "tenant %.60s's rate of %.0f GPU-seconds per minute is spent; %.0f of the "
                      "%.0f needed are available",
@@ -513,14 +568,14 @@ int admit_decide(const struct admit *a, const struct admit_request *req, int64_t
     if (bound > 0 && ahead + req->cost_s > bound * rate) {
         double excess = ahead + req->cost_s - bound * rate;
         double ra = rate > 0 ? excess / rate : bound;
-        if (p->horizon_ns > now) {
-            double after = (double)(p->horizon_ns - now) / NS;
+        if (p->horizon_ns > now && rate > 0) {
+            double after = (double)(p->horizon_ns - now) / NS + req->cost_s / rate;
             if (after > ra)
                 ra = after;
         }
         v->outcome = ADMIT_RETRY;
         v->reason = ADMIT_R_LANE_WAIT;
-        v->retry_after_s = clamp_retry(a, ra);
+        set_retry(a, v, ra);
         if (req->lane == SCHED_LANE_BATCH)
             snprintf(v->why, sizeof(v->why),
                      "tenant %.60s's estimated wait in the batch lane, %.0f s, exceeds the bound "
@@ -541,14 +596,10 @@ int admit_decide(const struct admit *a, const struct admit_request *req, int64_t
 static void lane_queued(struct admit *a, enum sched_lane lane, int delta, int64_t now)
 {
     struct lane_state *ls = &a->lanes[lane];
-    int before = ls->queued_jobs;
+    lane_advance(a, ls, now);
     ls->queued_jobs += delta;
     if (ls->queued_jobs < 0)
         ls->queued_jobs = 0;
-    if (before == 0 && ls->queued_jobs > 0)
-        ls->busy_since = now;
-    else if (ls->queued_jobs == 0)
-        ls->busy_since = -1;
 }
 
 /* What a job's fair-share tag is charged: its nominal work when given. */
@@ -618,18 +669,23 @@ int admit_refuse(struct admit *a, const struct admit_request *req, const struct 
         p->cap = ncap;
         p->head = 0;
     }
+    double room = v->room_s > 0 && v->room_s <= v->retry_after_s ? v->room_s : v->retry_after_s;
+    int64_t plan = now + (int64_t)llround(room * NS);
+    if (plan < p->horizon_ns)
+        plan = p->horizon_ns;
     int64_t due = now + (int64_t)llround(v->retry_after_s * NS);
-    if (due < p->horizon_ns)
-        due = p->horizon_ns;
+    if (due < plan)
+        due = plan;
     struct booking *bk = &p->ring[(p->head + p->n) % p->cap];
     bk->key = req->booking;
     bk->cost_s = req->cost_s;
+    bk->plan_ns = plan;
     bk->due_ns = due;
     bk->expire_ns = due + (int64_t)llround(a->p.booking_grace_s * NS);
     bk->consumed = false;
     p->n++;
     p->booked_s += req->cost_s;
-    p->horizon_ns = due;
+    p->horizon_ns = plan;
     if (req->booking)
         hashmap_put_u64(&a->bookings, req->booking, p);
     return 0;
@@ -748,11 +804,11 @@ void admit_ended(struct admit *a, const char *tenant, enum sched_lane lane,
     int tix = tenant_get(a, tenant, now);
     if (a->tenants[tix].inflight > 0)
         a->tenants[tix].inflight--;
-    if (delivered_gpu_s > 0 && isfinite(delivered_gpu_s)) {
-        struct lane_state *ls = &a->lanes[lane];
-        ls->acc = decayed(ls, a->p.throughput_tau_s, now) + delivered_gpu_s;
-        ls->acc_ns = now > ls->acc_ns ? now : ls->acc_ns;
-    }
+    struct lane_state *ls = &a->lanes[lane];
+    lane_advance(a, ls, now);
+    /* Only work delivered while more waited tells what the lane can do. */
+    if (delivered_gpu_s > 0 && isfinite(delivered_gpu_s) && ls->queued_jobs > 0)
+        ls->acc += delivered_gpu_s;
 }
 
 double admit_tenant_budget(const struct admit *a, const char *tenant, int64_t now)

@@ -29,12 +29,27 @@
  * Honest Retry-After: a refusal books the job's room at the time it was
  *    given (admit_refuse); later requests see the booked work as if queued, so
  *    a second refused client is sent after the first instead of at the same
- *    instant. A booking is held until its time plus booking_grace_s; a retry
- *    that names its booking (admit_request.booking, e.g. a hash of the
- *    client's idempotency key) and comes at its time (within the grace) is
- *    admitted: the promise is kept even when the queue drained slower than
- *    estimated (the bound governs new requests). One that comes early is told
- *    the rest of its wait.
+ *    instant. Rooms are planned in line: a new one no earlier than the latest
+ *    room plus its own cost at the rate now (when the rate rose since, the
+ *    excess alone would put it at the latest room's instant, and a crowd
+ *    admitted at once overruns the bound together). Retry-After is told in
+ *    whole seconds rounded up (what the header can say; verdict.room_s is the
+ *    planned time before rounding, and the next room is planned after that,
+ *    so rounding does not pile up along the line); the room is due at the
+ *    time told. A booking is held until its time plus booking_grace_s; a
+ *    retry that names its booking (admit_request.booking, e.g. a hash of the
+ *    client's idempotency key) and comes at its time (within the grace; a
+ *    millisecond early counts as on time) is admitted: the promise is kept
+ *    even when the queue drained slower than estimated (the bound governs new
+ *    requests). One that comes early is told the rest of its wait.
+ *
+ * Measured throughput (per lane): the GPU-seconds delivered while work waited
+ *    over the seconds work waited, both decayed over 5 throughput windows of
+ *    such busy time — so an idle spell neither dilutes nor forgets it, and a
+ *    promise minutes or hours ahead does not ride a minute's swing of the
+ *    interactive load beside it. Used once the lane has had work waiting 5
+ *    windows; until then the nominal figure (admit_capacity), which the
+ *    measured one follows in proportion when the fleet changes.
  *
  * Fair share (virtual-time fair queuing, start-time tags): each tenant has a
  *    virtual finish F; a batch job admitted at virtual time V gets the tag
@@ -56,7 +71,8 @@
  *     job_spec), then store and queue the job; if the store fails,
  *     admit_dequeued + admit_ended (as a cancel) undo it. ADMIT_RETRY:
  *     admit_refuse (books the room) and answer 429 with Retry-After =
- *     ceil(retry_after_s). ADMIT_TOO_LARGE: answer 4xx with why.
+ *     retry_after_s (already whole seconds). ADMIT_TOO_LARGE: answer 4xx
+ *     with why.
  *   when a job leaves the queue (it starts running, or is cancelled while
  *     queued): admit_dequeued(cost, order_ns).
  *   when a job ends (any outcome, cancel included): admit_ended(delivered =
@@ -96,7 +112,7 @@ struct admit_policy {
     double assumed_capacity;
     double min_retry_s;      /* Retry-After floor; default 1 */
     double booking_grace_s;  /* a booked room is held this long past its time; default 10 */
-    double throughput_tau_s; /* window of the measured throughput; default 60 */
+    double throughput_tau_s; /* measured throughput spans 5 of these of busy time; default 60 */
     struct admit_tenant_policy tenant_default; /* weight 1, no rate, no cap */
 };
 
@@ -131,7 +147,10 @@ enum admit_reason {
 struct admit_verdict {
     enum admit_outcome outcome;
     enum admit_reason reason;
-    double retry_after_s;   /* ADMIT_RETRY: when to come back (>= min_retry_s) */
+    double retry_after_s;   /* ADMIT_RETRY: when to come back, in whole seconds
+                               (>= min_retry_s): the header's value */
+    double room_s;          /* ADMIT_RETRY: when the room is planned, before that
+                               rounding (<= retry_after_s) */
     double wait_s;          /* estimated wait of this job if admitted now */
     double bound_s;         /* the lane's bound */
     double backlog_gpu_s;   /* queued work the wait was computed from */
@@ -152,7 +171,8 @@ int admit_tenant_set(struct admit *a, const struct admit_tenant_policy *tp);
 void admit_tenant_get(const struct admit *a, const char *tenant, struct admit_tenant_policy *out);
 
 /* Nominal throughput of a lane's GPUs (GPU-seconds per second); used until
- * and unless the measured figure is established (lane busy a whole window).
+ * and unless the measured figure is established (lane busy 5 windows). A
+ * change scales the measured figure by new / old nominal.
  * While a lane's throughput is 0 (no GPU yet), waits are computed as if
  * assumed_capacity served it. */
 int admit_capacity(struct admit *a, enum sched_lane lane, double gpu_s_per_s, int64_t now);
@@ -189,7 +209,8 @@ int admit_room(const struct admit *a, const struct admit_request *req, int64_t n
 /* A job left the queue (started, or cancelled while waiting). */
 void admit_dequeued(struct admit *a, const char *tenant, const char *capability,
                     enum sched_lane lane, double cost_s, int64_t order_ns, int64_t now);
-/* A job ended; delivered_gpu_s > 0 feeds the lane's measured throughput. */
+/* A job ended; delivered_gpu_s > 0 feeds the lane's measured throughput when
+ * work of the lane is still queued (delivered while work waited). */
 void admit_ended(struct admit *a, const char *tenant, enum sched_lane lane,
                  double delivered_gpu_s, int64_t now);
 

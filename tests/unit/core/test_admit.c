@@ -8,7 +8,9 @@
  * batch flood; the interactive headroom (Erlang C; batch refused a start that
  * would break it, allowed once interactive is idle, the GPU back to
  * interactive at the batch job's end); a refused batch's tokens and tags given
- * back (admit_undo); admit_room. (Tier aging: test_sched's
+ * back (admit_undo); admit_room; rooms booked after the latest one by their
+ * own drain time; a retry a hair before its time is on time; the measured
+ * throughput (while work waits, over busy time). (Tier aging: test_sched's
  * test_queue_paid_first_free_not_starved.) */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -59,7 +61,8 @@ static void test_token_bucket(void **state)
     struct admit_request r5 = req("acme", SCHED_LANE_BATCH, 20, 55);
     assert_int_equal(admit_decide(a, &r5, S(0.5), &v), 0);
     assert_int_equal(v.outcome, ADMIT_RETRY);
-    assert_float_equal(v.retry_after_s, 39.5, 1e-6);
+    assert_float_equal(v.room_s, 39.5, 1e-6);
+    assert_float_equal(v.retry_after_s, 40, 1e-6); /* whole seconds, rounded up */
     /* The first, back early, is told the rest of its wait; on time, admitted. */
     assert_int_equal(admit_decide(a, &r4, S(19), &v), 0);
     assert_int_equal(v.outcome, ADMIT_RETRY);
@@ -574,6 +577,121 @@ static void test_stable_tags(void **state)
     admit_destroy(a);
 }
 
+/* Rooms are spaced by their own drain time: when the rate rose after the
+ * latest booking (the fleet grew), a new refusal is booked after that room
+ * plus its own cost at the new rate, not at the same instant (a pile of
+ * clients admitted at once would overrun the bound together). */
+static void test_rooms_spaced_after_the_latest(void **state)
+{
+    (void)state;
+    struct admit_policy p;
+    admit_policy_defaults(&p);
+    p.max_wait_s[SCHED_LANE_INTERACTIVE] = 10;
+    struct admit *a = admit_create(&p);
+    admit_capacity(a, SCHED_LANE_INTERACTIVE, 1, 0);
+    struct admit_verdict v;
+    struct admit_request r = req("ui", SCHED_LANE_INTERACTIVE, 5, 0);
+    for (int i = 0; i < 2; i++) { /* 10 GPU-s at 1/s: the bound */
+        admit_decide(a, &r, 0, &v);
+        assert_int_equal(v.outcome, ADMIT_OK);
+        admit_accept(a, &r, 0, NULL);
+    }
+    struct admit_request r1 = req("ui", SCHED_LANE_INTERACTIVE, 5, 11);
+    admit_decide(a, &r1, 0, &v);
+    assert_int_equal(v.outcome, ADMIT_RETRY);
+    assert_float_equal(v.retry_after_s, 5.0, 1e-9); /* 5 GPU-s over at 1/s */
+    admit_refuse(a, &r1, &v, 0);
+    /* The fleet grows to 2 GPU-s/s: 15 GPU-s ahead + 8 are 3 over the 20
+     * that fit (1.5 s), but the room comes after r1's (due at 5 s) and its
+     * own 8 GPU-s at 2/s. */
+    admit_capacity(a, SCHED_LANE_INTERACTIVE, 2, 0);
+    struct admit_request big = req("ui", SCHED_LANE_INTERACTIVE, 8, 12);
+    admit_decide(a, &big, 0, &v);
+    assert_int_equal(v.outcome, ADMIT_RETRY);
+    assert_float_equal(v.retry_after_s, 5.0 + 8.0 / 2, 1e-9);
+    admit_refuse(a, &big, &v, 0);
+    struct admit_request r2 = req("ui", SCHED_LANE_INTERACTIVE, 5, 13);
+    admit_decide(a, &r2, S(1), &v);
+    assert_int_equal(v.outcome, ADMIT_RETRY);
+    assert_float_equal(v.room_s, 9.0 - 1 + 5.0 / 2, 1e-9);
+    assert_float_equal(v.retry_after_s, 11, 1e-9); /* told in whole seconds */
+    admit_refuse(a, &r2, &v, S(1));
+    /* The next room is planned after r2's room (11.5 s), not after the 12 s
+     * r2 was told: rounding does not pile up along the line. */
+    struct admit_request r3 = req("ui", SCHED_LANE_INTERACTIVE, 1, 14);
+    admit_decide(a, &r3, S(1), &v);
+    assert_int_equal(v.outcome, ADMIT_RETRY);
+    assert_float_equal(v.room_s, 11.5 - 1 + 1.0 / 2, 1e-9);
+    assert_float_equal(v.retry_after_s, 11, 1e-9);
+    admit_refuse(a, &r3, &v, S(1));
+    /* Each is admitted at the time it was told. */
+    admit_decide(a, &r2, S(12), &v);
+    assert_int_equal(v.outcome, ADMIT_OK);
+    admit_decide(a, &r3, S(12), &v);
+    assert_int_equal(v.outcome, ADMIT_OK);
+    admit_destroy(a);
+}
+
+/* A client that waits exactly the time given is admitted even when its clock
+ * lands a hair (under a millisecond) before the room's time; earlier than
+ * that it is told the rest of its wait. */
+static void test_retry_on_time_within_a_millisecond(void **state)
+{
+    (void)state;
+    struct admit_policy p;
+    admit_policy_defaults(&p);
+    p.max_wait_s[SCHED_LANE_INTERACTIVE] = 10;
+    struct admit *a = admit_create(&p);
+    admit_capacity(a, SCHED_LANE_INTERACTIVE, 1, 0);
+    struct admit_verdict v;
+    struct admit_request r = req("ui", SCHED_LANE_INTERACTIVE, 10, 0);
+    admit_accept(a, &r, 0, NULL);
+    struct admit_request r1 = req("ui", SCHED_LANE_INTERACTIVE, 3, 21);
+    admit_decide(a, &r1, S(0.1), &v);
+    assert_int_equal(v.outcome, ADMIT_RETRY);
+    assert_float_equal(v.retry_after_s, 3.0, 1e-9);
+    admit_refuse(a, &r1, &v, S(0.1));
+    admit_decide(a, &r1, S(3.1) - 1, &v); /* 1 ns early: on time */
+    assert_int_equal(v.outcome, ADMIT_OK);
+    admit_decide(a, &r1, S(3.09), &v); /* 10 ms early: not yet */
+    assert_int_equal(v.outcome, ADMIT_RETRY);
+    assert_float_equal(v.retry_after_s, 1.0, 1e-9); /* the floor */
+    admit_destroy(a);
+}
+
+/* Measured throughput: what the lane delivers while work waits, over busy
+ * time. Nominal until the lane has had work waiting 5 windows; an idle spell
+ * neither dilutes nor forgets the figure; work delivered while nothing
+ * waited is not counted; a fleet that doubles doubles it. */
+static void test_throughput_while_busy(void **state)
+{
+    (void)state;
+    struct admit_policy p;
+    admit_policy_defaults(&p);
+    p.throughput_tau_s = 10; /* measured once busy 50 s */
+    struct admit *a = admit_create(&p);
+    enum sched_lane B = SCHED_LANE_BATCH;
+    admit_capacity(a, B, 4, 0);
+    struct admit_request r = req("t", B, 2, 0);
+    admit_accept(a, &r, 0, NULL); /* one job waits from t=0 to t=60 */
+    for (int t = 1; t <= 60; t++) {
+        admit_ended(a, "t", B, 2, S(t)); /* 2 GPU-s/s delivered while it waits */
+        if (t == 40)
+            assert_float_equal(admit_throughput(a, B, S(t)), 4, 1e-9); /* busy 40 s: nominal */
+    }
+    /* (deliveries come in steps of a second: within 2%) */
+    double m = admit_throughput(a, B, S(60));
+    assert_float_equal(m, 2, 0.04);
+    admit_dequeued(a, "t", "image.fast", B, 2, 0, S(60));
+    /* Idle for an hour, with work delivered while nothing waited. */
+    admit_ended(a, "t", B, 500, S(100));
+    assert_float_equal(admit_throughput(a, B, S(3600)), m, 1e-9);
+    /* The fleet doubles: the measured figure keeps its share of nominal. */
+    admit_capacity(a, B, 8, S(3600));
+    assert_float_equal(admit_throughput(a, B, S(3600)), 2 * m, 1e-9);
+    admit_destroy(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -588,6 +706,9 @@ int main(void)
         cmocka_unit_test(test_headroom_batch),
         cmocka_unit_test(test_undo_refunds_tokens),
         cmocka_unit_test(test_stable_tags),
+        cmocka_unit_test(test_rooms_spaced_after_the_latest),
+        cmocka_unit_test(test_retry_on_time_within_a_millisecond),
+        cmocka_unit_test(test_throughput_while_busy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
