@@ -168,6 +168,10 @@ static void put_error(struct buf *out, int rc, const struct outcome *it)
         status = 404;
         code = "not_found";
         snprintf(msg, sizeof msg, "no job %llu", (unsigned long long)it->id);
+    } else if (rc == GPUQ_EAGAIN) {
+        status = 503;
+        code = "busy";
+        snprintf(msg, sizeof msg, "the job's result is being committed; retry");
     } else if (rc == GPUQ_EIO) {
         status = 503;
         code = "unavailable";
