@@ -350,10 +350,12 @@ static void step_batch(struct outbox *ob, struct outbox_item **items, int n, int
     pthread_mutex_lock(&ob->mu);
     if (unknown)
         ob->batch_off = true;
-    for (int i = 0; i < n; i++) /* delay 0: not a failed try, only another way to travel */
-        settle_locked(ob, items[i], v[i], now + delay[i] * NS_PER_MS, delay[i] > 0);
+    /* The head answered: others waiting need not wait longer — but an item
+     * it answered 5xx itself keeps its backoff (settled after this). */
     if (rc == 0 && status > 0 && status < 500)
         head_is_back_locked(ob, now);
+    for (int i = 0; i < n; i++) /* delay 0: not a failed try, only another way to travel */
+        settle_locked(ob, items[i], v[i], now + delay[i] * NS_PER_MS, delay[i] > 0);
     pthread_cond_broadcast(&ob->cv);
 }
 
