@@ -31,6 +31,7 @@ static void item_free(struct outbox_item *it)
 {
     if (it->kind == OUTBOX_COMPLETE && it->path[0])
         unlink(it->path);
+    free(it->data);
     free(it);
 }
 
@@ -128,6 +129,21 @@ void outbox_put_complete(struct outbox *ob, const char *worker_id, const char *j
 {
     struct outbox_item *it = item_new(OUTBOX_COMPLETE, worker_id, job_id, attempt, now);
     snprintf(it->path, sizeof it->path, "%s", path);
+    snprintf(it->content_type, sizeof it->content_type, "%s", content_type);
+    it->bytes = bytes;
+    it->load_ms = load_ms;
+    it->run_ms = run_ms;
+    it->cold = cold;
+    push(ob, it);
+}
+
+void outbox_put_complete_data(struct outbox *ob, const char *worker_id, const char *job_id,
+                              int64_t attempt, char *data, const char *content_type,
+                              int64_t bytes, int64_t load_ms, int64_t run_ms, bool cold,
+                              int64_t now)
+{
+    struct outbox_item *it = item_new(OUTBOX_COMPLETE, worker_id, job_id, attempt, now);
+    it->data = data;
     snprintf(it->content_type, sizeof it->content_type, "%s", content_type);
     it->bytes = bytes;
     it->load_ms = load_ms;

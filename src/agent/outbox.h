@@ -43,7 +43,8 @@
 enum outbox_kind { OUTBOX_COMPLETE, OUTBOX_FAIL, OUTBOX_PROGRESS };
 enum outbox_verdict { OUTBOX_DONE, OUTBOX_DROP, OUTBOX_RETRY };
 
-/* One report. Invariant: kind == OUTBOX_COMPLETE ⇔ path names a file the
+/* One report. Invariant: kind == OUTBOX_COMPLETE ⇔ its bytes are data
+ * (owned; a small result, kept in memory) or the file at path, which the
  * outbox owns; tries counts sends that got no final answer. */
 struct outbox_item {
     struct outbox_item *next;
@@ -52,7 +53,8 @@ struct outbox_item {
     char job_id[OUTBOX_ID_MAX];
     int64_t attempt;
     /* complete */
-    char path[PATH_MAX];
+    char path[PATH_MAX];  /* "" when data holds the bytes */
+    char *data;           /* owned, or NULL */
     char content_type[128];
     int64_t bytes;
     int64_t load_ms, run_ms;
@@ -116,6 +118,12 @@ void outbox_fini(struct outbox *ob);
 void outbox_put_complete(struct outbox *ob, const char *worker_id, const char *job_id,
                          int64_t attempt, const char *path, const char *content_type,
                          int64_t bytes, int64_t load_ms, int64_t run_ms, bool cold, int64_t now);
+/* outbox_put_complete_data: the same for a small result held in memory: the
+ * outbox takes data (malloc'd, bytes long) and frees it when the item leaves. */
+void outbox_put_complete_data(struct outbox *ob, const char *worker_id, const char *job_id,
+                              int64_t attempt, char *data, const char *content_type,
+                              int64_t bytes, int64_t load_ms, int64_t run_ms, bool cold,
+                              int64_t now);
 void outbox_put_fail(struct outbox *ob, const char *worker_id, const char *job_id,
                      int64_t attempt, const char *cls, const char *message, int64_t now);
 void outbox_put_progress(struct outbox *ob, const char *worker_id, const char *job_id,

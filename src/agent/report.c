@@ -18,7 +18,20 @@
 #define SMALL_TIMEOUT_MS 10000L    /* a failure or progress report */
 #define DEREGISTER_TRIES 4
 
-/* Reads the result file the outbox owns (its size was checked when queued). */
+/* The result's bytes: those the item holds (small results), or read from the
+ * file the outbox owns into *owned (its size was checked when queued); NULL
+ * when the file cannot be read. The caller frees *owned. */
+static int read_file(const char *path, int64_t expect, char **data, size_t *len);
+static const char *result_bytes(const struct outbox_item *it, char **owned, size_t *len)
+{
+    *owned = NULL;
+    if (it->data) {
+        *len = (size_t)it->bytes;
+        return it->data;
+    }
+    return read_file(it->path, it->bytes, owned, len) == 0 ? *owned : NULL;
+}
+
 static int read_file(const char *path, int64_t expect, char **data, size_t *len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -56,9 +69,10 @@ int report_send(void *ctx, const struct outbox_item *it, long *status)
     char path[512];
     *status = 0;
     if (it->kind == OUTBOX_COMPLETE) {
-        char *data = NULL;
+        char *owned = NULL;
         size_t len = 0;
-        if (read_file(it->path, it->bytes, &data, &len) != 0) {
+        const char *data = result_bytes(it, &owned, &len);
+        if (!data) {
             /* The file is gone or changed under us: the result cannot be
              * delivered; say so as a failure of the attempt instead. */
             log_error("agent", "worker %s: result file of job %s attempt %lld unreadable (%s)",
@@ -80,7 +94,7 @@ int report_send(void *ctx, const struct outbox_item *it, long *status)
                  (long long)it->run_ms, it->cold ? 1 : 0);
         int rc = http_call(hc, "POST", path, it->content_type, data, len, REPORT_TIMEOUT_MS,
                            status);
-        free(data);
+        free(owned);
         return rc;
     }
     json_t *body;
@@ -106,9 +120,10 @@ int report_send(void *ctx, const struct outbox_item *it, long *status)
  * the single path reports the loss). */
 static bool batch_add(json_t *list, struct buf *bytes, const struct outbox_item *it)
 {
-    char *data = NULL;
+    char *owned = NULL;
     size_t len = 0;
-    if (read_file(it->path, it->bytes, &data, &len) != 0)
+    const char *data = result_bytes(it, &owned, &len);
+    if (!data)
         return false;
     json_array_append_new(list, json_pack("{s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:b}", "job_id",
                                           it->job_id, "worker_id", it->worker_id, "attempt",
@@ -117,7 +132,7 @@ static bool batch_add(json_t *list, struct buf *bytes, const struct outbox_item 
                                           (json_int_t)it->load_ms, "run_ms",
                                           (json_int_t)it->run_ms, "cold", it->cold));
     buf_append(bytes, data, len);
-    free(data);
+    free(owned);
     return true;
 }
 
