@@ -322,7 +322,8 @@ static void head_is_back_locked(struct outbox *ob, int64_t now)
             p->due_ns = now;
 }
 
-/* One request for the batch items[0..n) (all marked sending; mu not held). */
+/* One request for the batch items[0..n) (all marked sending). Called without
+ * mu; returns holding it, like the single path in outbox_step. */
 static void step_batch(struct outbox *ob, struct outbox_item **items, int n, int64_t now)
 {
     long status = 0;
