@@ -55,6 +55,9 @@ struct config {
     int kv;
 };
 
+/* A connection the server closed before answering waits this long to reopen. */
+#define REOPEN_DELAY_NS (100 * NS_PER_MS)
+
 /* One connection. Invariant: at most one request in flight (no pipelining);
  * out[out_off..out.len) is what remains to be sent of it. */
 struct conn {
@@ -69,6 +72,8 @@ struct conn {
     int64_t t_req;      /* when the current request was started */
     int64_t t_submit;   /* when the current job's submit was started */
     char job_id[64];
+    int answered;       /* a response came on this socket */
+    int64_t reopen_at;  /* parked (refused by the server) until then; 0: not parked */
 };
 
 struct stats {
@@ -77,6 +82,7 @@ struct stats {
     uint64_t refused_429;
     uint64_t jobs_succeeded;  /* e2e: succeeded inside the window */
     uint64_t jobs_failed;     /* e2e: failed or cancelled */
+    uint64_t refused_conns; /* closed by the server before any answer (its connection limits) */
     uint64_t reconnects;
     uint64_t errors;          /* transport or parse errors */
     uint64_t finished_total;  /* jobs finished, warm-up included (for --max-jobs) */
@@ -250,6 +256,7 @@ static int conn_open(struct conn *c)
     }
     c->want_out = 1;
     c->in_len = 0;
+    c->answered = 0;
     return 0;
 }
 
@@ -422,6 +429,7 @@ static int conn_read(struct conn *c)
             return rc < 0 ? GPUQ_EIO : 0;
         }
         int closing = r.close;
+        c->answered = 1;
         int ret = on_response(c, &r);
         size_t used = r.consumed;
         http_resp_fini(&r);
@@ -480,9 +488,11 @@ static void report(double window_s)
         printf("submits_ok=%llu\nsubmits_per_s=%.0f\nsubmit_p50_ms=%.3f\nsubmit_p99_ms=%.3f\n"
                "submit_p999_ms=%.3f\n",
                (unsigned long long)st.submits_ok, submit_rate, s50, s99, s999);
-        printf("submits_refused=%llu\nrefused_429=%llu\nerrors=%llu\nreconnects=%llu\n",
+        printf("submits_refused=%llu\nrefused_429=%llu\nerrors=%llu\nreconnects=%llu\n"
+               "refused_connections=%llu\n",
                (unsigned long long)st.submits_refused, (unsigned long long)st.refused_429,
-               (unsigned long long)st.errors, (unsigned long long)st.reconnects);
+               (unsigned long long)st.errors, (unsigned long long)st.reconnects,
+               (unsigned long long)st.refused_conns);
         if (cfg.mode == MODE_E2E)
             printf("jobs_succeeded=%llu\njobs_failed=%llu\njobs_per_s=%.0f\ne2e_p50_ms=%.3f\n"
                    "e2e_p99_ms=%.3f\n",
@@ -504,9 +514,11 @@ static void report(double window_s)
         printf("  submit->succeeded    p50 %.3f ms, p99 %.3f ms\n", e50, e99);
     }
     if (st.submits_refused || st.errors || st.reconnects)
-        printf("  refused %llu (429: %llu), errors %llu, reconnects %llu\n",
+        printf("  refused %llu (429: %llu), errors %llu, reconnects %llu (%llu connections "
+               "closed unanswered)\n",
                (unsigned long long)st.submits_refused, (unsigned long long)st.refused_429,
-               (unsigned long long)st.errors, (unsigned long long)st.reconnects);
+               (unsigned long long)st.errors, (unsigned long long)st.reconnects,
+               (unsigned long long)st.refused_conns);
     if (st.last_error[0])
         printf("  last error: %s\n", st.last_error);
 }
@@ -553,7 +565,23 @@ int main(int argc, char **argv)
         int64_t now = clock_mono_ns();
         if (now >= t_window_end)
             break;
-        int timeout_ms = (int)((t_window_end - now) / NS_PER_MS) + 1;
+        int64_t wake = t_window_end;
+        for (int i = 0; i < cfg.connections; i++) {
+            struct conn *c = &conns[i];
+            if (!c->reopen_at)
+                continue;
+            if (now < c->reopen_at) {
+                wake = c->reopen_at < wake ? c->reopen_at : wake;
+                continue;
+            }
+            c->reopen_at = 0;
+            st.reconnects++;
+            if (conn_open(c) < 0 || conn_send_submit(c) < 0) {
+                conn_close(c);
+                live--;
+            }
+        }
+        int timeout_ms = (int)((wake - now) / NS_PER_MS) + 1;
         int n = epoll_wait(epfd, evs, 256, timeout_ms);
         if (n < 0 && errno != EINTR) {
             perror("gpuq-loadgen: epoll_wait");
@@ -566,7 +594,14 @@ int main(int argc, char **argv)
             if (r == 1) {
                 stop = 1;
             } else if (r < 0) {
-                if (!c->connected || conn_restart(c) < 0) {
+                if (c->connected && !c->answered) {
+                    /* Closed before any answer: the server's connection limit
+                     * (e.g. per address) refused it. Retrying at once would
+                     * spin both sides; this connection waits and tries again. */
+                    conn_close(c);
+                    st.refused_conns++;
+                    c->reopen_at = clock_mono_ns() + REOPEN_DELAY_NS;
+                } else if (!c->connected || conn_restart(c) < 0) {
                     conn_close(c);
                     live--;
                 }

@@ -104,6 +104,8 @@ void agent_config_defaults(struct agent_config *cfg, const char *argv0)
     cfg->outbox_max_bytes = 1ll << 30;
     cfg->outbox_retry_min_ms = 200;
     cfg->outbox_retry_max_ms = 5000;
+    cfg->outbox_batch = true;
+    cfg->outbox_memory_bytes = 64 << 10;
     cfg->flood_bad_lines = 100;
     cfg->flood_window_ms = 1000;
     gpu_sim_shape_default(&cfg->sim_shape);
@@ -244,6 +246,10 @@ static int agent_key(struct agent_config *c, const char *key, const char *value,
         SET_INT(c->outbox_retry_min_ms, 1, 60000);
     else if (strcmp(key, "outbox_retry_max_ms") == 0)
         SET_INT(c->outbox_retry_max_ms, 1, 600000);
+    else if (strcmp(key, "outbox_batch") == 0)
+        SET_BOOL(c->outbox_batch);
+    else if (strcmp(key, "outbox_memory_bytes") == 0)
+        SET_INT(c->outbox_memory_bytes, 0, 1 << 20);
     else if (strcmp(key, "flood_bad_lines") == 0)
         SET_INT(c->flood_bad_lines, 1, 100000000);
     else if (strcmp(key, "flood_window_ms") == 0)

@@ -69,6 +69,8 @@ struct agent_config {
     int64_t outbox_max_bytes;    /* result bytes waiting before the same; default 1 GiB */
     int outbox_retry_min_ms;     /* first retry of an undelivered outcome; default 200 */
     int outbox_retry_max_ms;     /* retry backoff cap; default 5000 */
+    bool outbox_batch;           /* small results delivered in batches; default true */
+    int64_t outbox_memory_bytes; /* results up to this size wait in memory, not a file; 65536 */
     int flood_bad_lines;         /* more bad runtime lines than this within… ; default 100 */
     int flood_window_ms;         /* …this window is a flood: kill and restart; default 1000 */
     struct gpu_sim_shape sim_shape; /* [sim] defaults for every simulated GPU */

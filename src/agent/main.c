@@ -202,6 +202,8 @@ int main(int argc, char **argv)
     outbox_init(&a->outbox, a->cfg.outbox_max_jobs, a->cfg.outbox_max_bytes,
                 a->cfg.outbox_retry_min_ms, a->cfg.outbox_retry_max_ms, report_send,
                 &a->outbox_hc);
+    if (a->cfg.outbox_batch)
+        outbox_set_batch(&a->outbox, report_send_batch);
     if (pthread_create(&a->outbox_thread, NULL, outbox_main, &a->outbox) != 0) {
         fprintf(stderr, "gpuq-agent: cannot start the outbox thread\n");
         return 1;

@@ -31,6 +31,7 @@ static void item_free(struct outbox_item *it)
 {
     if (it->kind == OUTBOX_COMPLETE && it->path[0])
         unlink(it->path);
+    free(it->data);
     free(it);
 }
 
@@ -128,6 +129,21 @@ void outbox_put_complete(struct outbox *ob, const char *worker_id, const char *j
 {
     struct outbox_item *it = item_new(OUTBOX_COMPLETE, worker_id, job_id, attempt, now);
     snprintf(it->path, sizeof it->path, "%s", path);
+    snprintf(it->content_type, sizeof it->content_type, "%s", content_type);
+    it->bytes = bytes;
+    it->load_ms = load_ms;
+    it->run_ms = run_ms;
+    it->cold = cold;
+    push(ob, it);
+}
+
+void outbox_put_complete_data(struct outbox *ob, const char *worker_id, const char *job_id,
+                              int64_t attempt, char *data, const char *content_type,
+                              int64_t bytes, int64_t load_ms, int64_t run_ms, bool cold,
+                              int64_t now)
+{
+    struct outbox_item *it = item_new(OUTBOX_COMPLETE, worker_id, job_id, attempt, now);
+    it->data = data;
     snprintf(it->content_type, sizeof it->content_type, "%s", content_type);
     it->bytes = bytes;
     it->load_ms = load_ms;
@@ -261,6 +277,105 @@ static void log_answer(const struct outbox_item *it, enum outbox_verdict v, int 
     }
 }
 
+void outbox_set_batch(struct outbox *ob, outbox_send_batch_fn fn)
+{
+    pthread_mutex_lock(&ob->mu);
+    ob->send_batch = fn;
+    pthread_mutex_unlock(&ob->mu);
+}
+
+static bool batchable(const struct outbox *ob, const struct outbox_item *it)
+{
+    return ob->send_batch && !ob->batch_off && it->kind == OUTBOX_COMPLETE && !it->alone &&
+           it->bytes <= OUTBOX_INLINE_MAX;
+}
+
+/* Settles one answered item (under mu): due again later, or out of the list. */
+static void settle_locked(struct outbox *ob, struct outbox_item *it, enum outbox_verdict v,
+                          int64_t due_ns, bool failed_try)
+{
+    it->sending = false;
+    if (v == OUTBOX_RETRY) {
+        it->due_ns = due_ns;
+        if (failed_try)
+            ob->retries++;
+        return;
+    }
+    struct outbox_item *prev = NULL;
+    for (struct outbox_item *p = ob->first; p && p != it; p = p->next)
+        prev = p;
+    unlink_item(ob, prev, it);
+    if (it->kind != OUTBOX_PROGRESS) {
+        if (v == OUTBOX_DONE)
+            ob->delivered++;
+        else
+            ob->dropped++;
+    }
+    item_free(it);
+}
+
+/* The head answered: what waited on it need not wait longer (under mu). */
+static void head_is_back_locked(struct outbox *ob, int64_t now)
+{
+    for (struct outbox_item *p = ob->first; p; p = p->next)
+        if (p->due_ns > now)
+            p->due_ns = now;
+}
+
+/* One request for the batch items[0..n) (all marked sending). Called without
+ * mu; returns holding it, like the single path in outbox_step. */
+static void step_batch(struct outbox *ob, struct outbox_item **items, int n, int64_t now)
+{
+    long status = 0;
+    long statuses[OUTBOX_BATCH_MAX] = {0};
+    int rc = ob->send_batch(ob->ctx, items, n, &status, statuses);
+    if (rc != 0)
+        status = 0;
+    bool unknown = rc == 0 && (status == 404 || status == 405);
+    if (unknown)
+        log_warn(MOD, "the head does not take batched results (HTTP %ld); sending them one "
+                      "by one",
+                 status);
+    else if (rc == 0 && (status == 400 || status == 413))
+        log_warn(MOD, "the head refused a batch of %d results (HTTP %ld); sending them one "
+                      "by one",
+                 n, status);
+    enum outbox_verdict v[OUTBOX_BATCH_MAX];
+    int64_t delay[OUTBOX_BATCH_MAX];
+    for (int i = 0; i < n; i++) {
+        struct outbox_item *it = items[i];
+        delay[i] = 0;
+        if (rc == 0 && status == 200 && statuses[i] != OUTBOX_SEND_ALONE)
+            v[i] = outbox_verdict(it->kind, 0, statuses[i]);
+        else if (rc == 0 && status == 200)
+            v[i] = OUTBOX_RETRY; /* alone, at once */
+        else if (unknown || (rc == 0 && (status == 400 || status == 413)))
+            v[i] = OUTBOX_RETRY; /* again at once, by itself */
+        else
+            v[i] = outbox_verdict(it->kind, rc, status);
+        bool at_once = (rc == 0 && status == 200 && statuses[i] == OUTBOX_SEND_ALONE) ||
+                       unknown || (rc == 0 && (status == 400 || status == 413));
+        if (v[i] == OUTBOX_RETRY && !at_once) {
+            it->tries++;
+            delay[i] = outbox_delay_ms(it->tries, ob->min_delay_ms, ob->max_delay_ms);
+        }
+        if (!at_once)
+            log_answer(it, v[i], rc, rc == 0 && status == 200 ? statuses[i] : status, delay[i]);
+        if (at_once)
+            it->alone = !unknown; /* an older head: batch_off covers every item */
+    }
+    pthread_mutex_lock(&ob->mu);
+    if (unknown)
+        ob->batch_off = true;
+    /* The head answered: others waiting need not wait longer — but an item
+     * it answered 5xx itself keeps its backoff (settled after this). */
+    if (rc == 0 && status > 0 && status < 500)
+        head_is_back_locked(ob, now);
+    for (int i = 0; i < n; i++) /* delay 0: not a failed try, only another way to travel */
+        settle_locked(ob, items[i], v[i], now + delay[i] * NS_PER_MS, delay[i] > 0);
+    pthread_cond_broadcast(&ob->cv);
+}
+
 int64_t outbox_step(struct outbox *ob, int64_t now, bool *tried)
 {
     *tried = false;
@@ -268,7 +383,23 @@ int64_t outbox_step(struct outbox *ob, int64_t now, bool *tried)
     struct outbox_item *it = ob->first;
     while (it && (it->sending || it->due_ns > now))
         it = it->next;
-    if (it) {
+    if (it && batchable(ob, it)) {
+        struct outbox_item *items[OUTBOX_BATCH_MAX];
+        int n = 0;
+        int64_t bytes = 0;
+        for (struct outbox_item *p = it; p && n < OUTBOX_BATCH_MAX; p = p->next) {
+            if (p->sending || p->due_ns > now || !batchable(ob, p))
+                continue;
+            if (n > 0 && bytes + p->bytes > OUTBOX_BATCH_BYTES)
+                break;
+            p->sending = true;
+            bytes += p->bytes;
+            items[n++] = p;
+        }
+        pthread_mutex_unlock(&ob->mu);
+        step_batch(ob, items, n, now);
+        *tried = true;
+    } else if (it) {
         it->sending = true;
         pthread_mutex_unlock(&ob->mu);
         long status = 0;
@@ -285,28 +416,9 @@ int64_t outbox_step(struct outbox *ob, int64_t now, bool *tried)
             log_answer(it, v, rc, status, delay);
         *tried = true;
         pthread_mutex_lock(&ob->mu);
-        it->sending = false;
-        if (v == OUTBOX_RETRY) {
-            it->due_ns = now + delay * NS_PER_MS;
-            ob->retries++;
-        } else {
-            struct outbox_item *prev = NULL;
-            for (struct outbox_item *p = ob->first; p && p != it; p = p->next)
-                prev = p;
-            unlink_item(ob, prev, it);
-            if (it->kind != OUTBOX_PROGRESS) {
-                if (v == OUTBOX_DONE)
-                    ob->delivered++;
-                else
-                    ob->dropped++;
-            }
-            item_free(it);
-        }
-        bool answered = rc == 0 && status > 0 && status < 500;
-        if (answered) /* the head is back: what waited on it need not wait longer */
-            for (struct outbox_item *p = ob->first; p; p = p->next)
-                if (p->due_ns > now)
-                    p->due_ns = now;
+        settle_locked(ob, it, v, now + delay * NS_PER_MS, true);
+        if (rc == 0 && status > 0 && status < 500) /* the head is back */
+            head_is_back_locked(ob, now);
         pthread_cond_broadcast(&ob->cv);
     }
     int64_t next = INT64_MAX;

@@ -30,11 +30,21 @@
 #include <stdint.h>
 
 #define OUTBOX_ID_MAX 64
+/* Batches (POST /v1/agent/outcomes): completions whose result is at most
+ * OUTBOX_INLINE_MAX bytes travel together, up to OUTBOX_BATCH_MAX of them and
+ * OUTBOX_BATCH_BYTES of results a request; larger results, failures and
+ * progress go one request each. */
+#define OUTBOX_BATCH_MAX 64
+#define OUTBOX_INLINE_MAX (64 << 10)
+#define OUTBOX_BATCH_BYTES (1 << 20)
+/* A batch item's status meaning "send this one alone" (e.g. its file is gone). */
+#define OUTBOX_SEND_ALONE (-1L)
 
 enum outbox_kind { OUTBOX_COMPLETE, OUTBOX_FAIL, OUTBOX_PROGRESS };
 enum outbox_verdict { OUTBOX_DONE, OUTBOX_DROP, OUTBOX_RETRY };
 
-/* One report. Invariant: kind == OUTBOX_COMPLETE ⇔ path names a file the
+/* One report. Invariant: kind == OUTBOX_COMPLETE ⇔ its bytes are data
+ * (owned; a small result, kept in memory) or the file at path, which the
  * outbox owns; tries counts sends that got no final answer. */
 struct outbox_item {
     struct outbox_item *next;
@@ -43,7 +53,8 @@ struct outbox_item {
     char job_id[OUTBOX_ID_MAX];
     int64_t attempt;
     /* complete */
-    char path[PATH_MAX];
+    char path[PATH_MAX];  /* "" when data holds the bytes */
+    char *data;           /* owned, or NULL */
     char content_type[128];
     int64_t bytes;
     int64_t load_ms, run_ms;
@@ -56,11 +67,18 @@ struct outbox_item {
     int tries;
     int64_t due_ns;
     bool sending;
+    bool alone; /* never batched (the head refused it in a batch, or it could not be read) */
 };
 
 /* send: one try at delivering it; 0 with the HTTP status in *status, or a
  * negative error when no answer came. Runs on the outbox thread, unlocked. */
 typedef int (*outbox_send_fn)(void *ctx, const struct outbox_item *it, long *status);
+/* send_batch: one try at delivering items[0..n) in one request; 0 with the
+ * request's HTTP status in *status and, when it is 200, each item's own
+ * status in statuses[i] (0: no verdict for it; OUTBOX_SEND_ALONE: deliver it
+ * by itself), or a negative error when no answer came. Unlocked, like send. */
+typedef int (*outbox_send_batch_fn)(void *ctx, struct outbox_item *const *items, int n,
+                                    long *status, long *statuses);
 
 struct outbox_stats {
     int items;        /* outcomes waiting (complete + fail) */
@@ -78,13 +96,19 @@ struct outbox {
     int64_t max_bytes;
     int64_t min_delay_ms, max_delay_ms;
     outbox_send_fn send;
+    outbox_send_batch_fn send_batch; /* NULL: one request per report */
     void *ctx;
+    bool batch_off; /* the head does not know batches (an older head): one by one */
     bool stop;
     uint64_t delivered, dropped, retries;
 };
 
 void outbox_init(struct outbox *ob, int max_items, int64_t max_bytes, int64_t min_delay_ms,
                  int64_t max_delay_ms, outbox_send_fn send, void *ctx);
+/* outbox_set_batch: deliver small completions in batches through fn (see
+ * OUTBOX_BATCH_MAX). A head that answers the batch 404 or 405 does not know
+ * the call: the outbox falls back to one request per report for good. */
+void outbox_set_batch(struct outbox *ob, outbox_send_batch_fn fn);
 /* outbox_fini frees what is left, unlinking its result files. */
 void outbox_fini(struct outbox *ob);
 
@@ -94,6 +118,12 @@ void outbox_fini(struct outbox *ob);
 void outbox_put_complete(struct outbox *ob, const char *worker_id, const char *job_id,
                          int64_t attempt, const char *path, const char *content_type,
                          int64_t bytes, int64_t load_ms, int64_t run_ms, bool cold, int64_t now);
+/* outbox_put_complete_data: the same for a small result held in memory: the
+ * outbox takes data (malloc'd, bytes long) and frees it when the item leaves. */
+void outbox_put_complete_data(struct outbox *ob, const char *worker_id, const char *job_id,
+                              int64_t attempt, char *data, const char *content_type,
+                              int64_t bytes, int64_t load_ms, int64_t run_ms, bool cold,
+                              int64_t now);
 void outbox_put_fail(struct outbox *ob, const char *worker_id, const char *job_id,
                      int64_t attempt, const char *cls, const char *message, int64_t now);
 void outbox_put_progress(struct outbox *ob, const char *worker_id, const char *job_id,
@@ -114,7 +144,8 @@ enum outbox_verdict outbox_verdict(enum outbox_kind kind, int rc, long status);
 /* outbox_delay_ms: wait after failed try number `tries` (1-based): min·2^(tries-1) ≤ max. */
 int64_t outbox_delay_ms(int tries, int64_t min_ms, int64_t max_ms);
 
-/* outbox_step: tries the first due item (FIFO among due ones). Sets *tried
+/* outbox_step: tries the first due item (FIFO among due ones) — with the
+ * due completions after it that fit one batch, when it is one. Sets *tried
  * when it sent something; returns when the next item is due (INT64_MAX: none
  * waits; may be <= now). An answer from the head makes every waiting item due now. */
 int64_t outbox_step(struct outbox *ob, int64_t now, bool *tried);

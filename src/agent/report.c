@@ -18,7 +18,20 @@
 #define SMALL_TIMEOUT_MS 10000L    /* a failure or progress report */
 #define DEREGISTER_TRIES 4
 
-/* Reads the result file the outbox owns (its size was checked when queued). */
+/* The result's bytes: those the item holds (small results), or read from the
+ * file the outbox owns into *owned (its size was checked when queued); NULL
+ * when the file cannot be read. The caller frees *owned. */
+static int read_file(const char *path, int64_t expect, char **data, size_t *len);
+static const char *result_bytes(const struct outbox_item *it, char **owned, size_t *len)
+{
+    *owned = NULL;
+    if (it->data) {
+        *len = (size_t)it->bytes;
+        return it->data;
+    }
+    return read_file(it->path, it->bytes, owned, len) == 0 ? *owned : NULL;
+}
+
 static int read_file(const char *path, int64_t expect, char **data, size_t *len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -56,9 +69,10 @@ int report_send(void *ctx, const struct outbox_item *it, long *status)
     char path[512];
     *status = 0;
     if (it->kind == OUTBOX_COMPLETE) {
-        char *data = NULL;
+        char *owned = NULL;
         size_t len = 0;
-        if (read_file(it->path, it->bytes, &data, &len) != 0) {
+        const char *data = result_bytes(it, &owned, &len);
+        if (!data) {
             /* The file is gone or changed under us: the result cannot be
              * delivered; say so as a failure of the attempt instead. */
             log_error("agent", "worker %s: result file of job %s attempt %lld unreadable (%s)",
@@ -80,7 +94,7 @@ int report_send(void *ctx, const struct outbox_item *it, long *status)
                  (long long)it->run_ms, it->cold ? 1 : 0);
         int rc = http_call(hc, "POST", path, it->content_type, data, len, REPORT_TIMEOUT_MS,
                            status);
-        free(data);
+        free(owned);
         return rc;
     }
     json_t *body;
@@ -99,6 +113,81 @@ int report_send(void *ctx, const struct outbox_item *it, long *status)
     int rc = http_json(hc, path, body, SMALL_TIMEOUT_MS, status, &answer);
     json_decref(answer);
     return rc;
+}
+
+/* Appends one item's header object and its bytes (read from its file) to the
+ * batch; false when the file cannot be read (the item then goes alone, where
+ * the single path reports the loss). */
+static bool batch_add(json_t *list, struct buf *bytes, const struct outbox_item *it)
+{
+    char *owned = NULL;
+    size_t len = 0;
+    const char *data = result_bytes(it, &owned, &len);
+    if (!data)
+        return false;
+    json_array_append_new(list, json_pack("{s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:b}", "job_id",
+                                          it->job_id, "worker_id", it->worker_id, "attempt",
+                                          (json_int_t)it->attempt, "content_type",
+                                          it->content_type, "bytes", (json_int_t)len, "load_ms",
+                                          (json_int_t)it->load_ms, "run_ms",
+                                          (json_int_t)it->run_ms, "cold", it->cold));
+    buf_append(bytes, data, len);
+    free(owned);
+    return true;
+}
+
+int report_send_batch(void *ctx, struct outbox_item *const *items, int n, long *status,
+                      long *statuses)
+{
+    struct http_client *hc = ctx;
+    *status = 0;
+    int sent[OUTBOX_BATCH_MAX]; /* request position → items index */
+    int nsent = 0;
+    json_t *root = json_pack("{s:i, s:[]}", "protocol", AGENT_PROTOCOL, "outcomes");
+    json_t *list = json_object_get(root, "outcomes");
+    struct buf bytes;
+    buf_init(&bytes);
+    for (int i = 0; i < n && i < OUTBOX_BATCH_MAX; i++) {
+        statuses[i] = 0;
+        if (batch_add(list, &bytes, items[i]))
+            sent[nsent++] = i;
+        else
+            statuses[i] = OUTBOX_SEND_ALONE;
+    }
+    if (nsent == 0) {
+        json_decref(root);
+        buf_fini(&bytes);
+        *status = 200;
+        return 0;
+    }
+    /* Compact JSON holds no newline: the first '\n' ends the header. */
+    char *head = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    struct buf body;
+    buf_init(&body);
+    buf_puts(&body, head);
+    buf_append(&body, "\n", 1);
+    buf_append(&body, bytes.data, bytes.len);
+    free(head);
+    buf_fini(&bytes);
+    int rc = http_call(hc, "POST", "/v1/agent/outcomes", "application/x-gpuq-outcomes",
+                       body.data, body.len, REPORT_TIMEOUT_MS, status);
+    buf_fini(&body);
+    if (rc != 0 || *status != 200)
+        return rc;
+    json_t *answer = json_loadb(hc->resp.data, hc->resp.len, 0, NULL);
+    json_t *results = json_object_get(answer, "results");
+    for (int k = 0; k < nsent; k++) {
+        json_t *r = json_array_get(results, (size_t)k);
+        const struct outbox_item *it = items[sent[k]];
+        const char *jid = json_string_value(json_object_get(r, "job_id"));
+        json_t *st = json_object_get(r, "status");
+        /* An answer that does not name this item is no verdict: it is tried again. */
+        if (jid && !strcmp(jid, it->job_id) && json_is_integer(st))
+            statuses[sent[k]] = (long)json_integer_value(st);
+    }
+    json_decref(answer);
+    return 0;
 }
 
 long report_deregister(struct worker *w)

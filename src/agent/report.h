@@ -12,6 +12,10 @@
 /* report_send: the outbox's send callback; ctx is a struct http_client *.
  * One try: 0 with the HTTP status, or a negative error when no answer came. */
 int report_send(void *ctx, const struct outbox_item *it, long *status);
+/* report_send_batch: the outbox's batch callback (POST /v1/agent/outcomes):
+ * small completions in one request, each item's verdict in statuses[]. */
+int report_send_batch(void *ctx, struct outbox_item *const *items, int n, long *status,
+                      long *statuses);
 /* report_deregister: the final HTTP status, or 0 when the head could not be reached. */
 long report_deregister(struct worker *w);
 

@@ -540,10 +540,12 @@ static void on_load_error(struct worker *w, const struct rt_msg *m)
 }
 
 /* Takes the output file the runtime named: it must be a regular file inside
- * this worker's output directory, at most max_output_bytes. It is moved into
- * the agent's outbox folder as keep (the outbox sends it from there, so a
- * runtime reusing a file name cannot overwrite a result not yet delivered)
- * and read into *data for the quality check. On failure the file is removed. */
+ * this worker's output directory, at most max_output_bytes. It is read into
+ * *data (for the quality check). A small one (outbox_memory_bytes) is then
+ * removed: its bytes travel from memory, keep is "". A larger one is first
+ * moved into the agent's outbox folder as keep (the outbox sends it from
+ * there, so a runtime reusing a file name cannot overwrite a result not yet
+ * delivered). On failure the file is removed. */
 static int take_output(struct worker *w, const struct job *j, const char *path, char *keep,
                        size_t keeplen, char **data, size_t *len, char *why, size_t whylen)
 {
@@ -565,8 +567,12 @@ static int take_output(struct worker *w, const struct job *j, const char *path, 
         unlink(path);
         return GPUQ_EINVAL;
     }
-    snprintf(keep, keeplen, "%.3000s/outbox/%s-%s", cfg_of(w)->work_dir, w->id, j->rid);
-    if (rename(path, keep) != 0) {
+    bool small = st.st_size <= cfg_of(w)->outbox_memory_bytes;
+    if (small)
+        keep[0] = '\0';
+    else
+        snprintf(keep, keeplen, "%.3000s/outbox/%s-%s", cfg_of(w)->work_dir, w->id, j->rid);
+    if (!small && rename(path, keep) != 0) {
         snprintf(why, whylen, "cannot move output to the outbox: %s", strerror(errno));
         close(fd);
         unlink(path);
@@ -584,9 +590,12 @@ static int take_output(struct worker *w, const struct job *j, const char *path, 
         off += (size_t)r;
     }
     close(fd);
+    if (small) /* it lives on in memory only */
+        unlink(path);
     if (off != n) {
         free(p);
-        unlink(keep);
+        if (!small)
+            unlink(keep);
         snprintf(why, whylen, "short read of output");
         return GPUQ_EIO;
     }
@@ -611,7 +620,8 @@ static void on_result(struct worker *w, struct job *j, const struct rt_msg *m)
         log_info(MOD, "worker %s: warm-up of %s done in %lld ms", w->id, j->model,
                  (long long)run_ms);
         free(data);
-        unlink(keep);
+        if (keep[0])
+            unlink(keep);
         job_remove(w, j);
         return;
     }
@@ -630,17 +640,25 @@ static void on_result(struct worker *w, struct job *j, const struct rt_msg *m)
         }
         if (bad) {
             free(data);
-            unlink(keep);
+            if (keep[0])
+                unlink(keep);
             job_fail(w, j, "qc", msg);
             runtime_lost(w, "qc", bad);
             return;
         }
     }
-    free(data);
     /* Queued, not sent: the head's answer is the outbox's business, and this
-     * worker's slot is free at once. */
-    outbox_put_complete(&w->agent->outbox, w->id, j->job_id, j->attempt, keep, m->content_type,
-                        (int64_t)len, j->load_ns / NS_PER_MS, run_ms, j->cold, now);
+     * worker's slot is free at once. A small result goes from memory. */
+    if (keep[0]) {
+        free(data);
+        outbox_put_complete(&w->agent->outbox, w->id, j->job_id, j->attempt, keep,
+                            m->content_type, (int64_t)len, j->load_ns / NS_PER_MS, run_ms, j->cold,
+                            now);
+    } else {
+        outbox_put_complete_data(&w->agent->outbox, w->id, j->job_id, j->attempt, data,
+                                 m->content_type, (int64_t)len, j->load_ns / NS_PER_MS, run_ms,
+                                 j->cold, now);
+    }
     w->failures = 0;
     pthread_mutex_lock(&w->mu);
     w->failures_seen = 0;

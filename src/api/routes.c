@@ -1533,6 +1533,7 @@ EXT_ROUTE(capacity_get)
 EXT_ROUTE(scale_get)
 EXT_ROUTE(worker_tokens_list)
 EXT_ROUTE(worker_token_revoke)
+EXT_ROUTE(agent_outcomes)
 
 static const struct route routes[] = {
     {"GET", "/healthz", get_healthz, ANYONE, BODY_NONE, NULL},
@@ -1620,6 +1621,8 @@ static const struct route routes[] = {
     {"POST", "/v1/agent/jobs/{id}/complete", agent_complete, WORKER, BODY_RESULT,
      "agent calls need a worker token"},
     {"POST", "/v1/agent/jobs/{id}/fail", agent_fail, WORKER, BODY_JSON,
+     "agent calls need a worker token"},
+    {"POST", "/v1/agent/outcomes", agent_outcomes, WORKER, BODY_RESULT,
      "agent calls need a worker token"},
     {"GET", "/v1/agent/inputs/{name}", agent_input, WORKER, BODY_NONE,
      "agent calls need a worker token"},

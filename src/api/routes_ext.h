@@ -38,6 +38,9 @@ void route_scale_get(const struct route_call *c);
 void route_worker_tokens_list(const struct route_call *c);
 void route_worker_token_revoke(const struct route_call *c);
 
+/* routes_agent.c (docs/protocol-worker.md: outcomes) */
+void route_agent_outcomes(const struct route_call *c);
+
 /* Shared answers (routes_batch.c). */
 void route_fail(const struct route_call *c, int status, const char *code, const char *field,
                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));

@@ -272,8 +272,28 @@ class LinkProxy:
             self.conns.add(pair)
         pending = []  # exchanges waiting for their answer, in order
 
+        def on_batch(method, target, body):
+            """POST /v1/agent/outcomes: one exchange per completion it carries
+            (docs/protocol-worker.md), answered by its item of the results."""
+            t = time.monotonic()
+            group = []
+            try:
+                items = json.loads(body.split(b"\n", 1)[0])["outcomes"]
+            except (ValueError, KeyError, TypeError, AttributeError):
+                items = []
+            for it in items if isinstance(items, list) else []:
+                e = Exchange(method, f"/v1/agent/jobs/{it.get('job_id')}/complete", None, t)
+                e.worker_id, e.attempt = it.get("worker_id"), it.get("attempt")
+                group.append(e)
+            with self.lock:
+                self.exchanges.extend(group)
+                pending.append(group)
+
         def on_request(start, headers, body):
             method, target = start.split(" ")[:2]
+            if urllib.parse.urlparse(target).path == "/v1/agent/outcomes":
+                on_batch(method, target, body or b"")
+                return
             wid = None
             if body and headers.get("content-type", "").startswith("application/json"):
                 try:
@@ -296,16 +316,33 @@ class LinkProxy:
                 pending.append(e)
 
         def on_response(start, headers, body):
+            status = int(start.split()[1])
             with self.lock:
-                if pending:
-                    pending.pop(0).status = int(start.split()[1])
+                if not pending:
+                    return
+                e = pending.pop(0)
+                if not isinstance(e, list):
+                    e.status = status
+                    return
+                results = []
+                if status == 200:
+                    try:
+                        results = json.loads(body)["results"]
+                    except (ValueError, KeyError, TypeError):
+                        results = []
+                for i, item in enumerate(e):  # no verdict for it: not accepted
+                    item.status = (results[i].get("status") if i < len(results) else None) \
+                        if status == 200 else status
 
         def head_pending():
             with self.lock:
-                return bool(pending) and pending[0].method == "HEAD"
+                return bool(pending) and not isinstance(pending[0], list) \
+                    and pending[0].method == "HEAD"
 
-        req = HttpStream(False, on_request, keep_body=65536)
-        resp = HttpStream(True, on_response, keep_body=0, no_body=head_pending)
+        # Requests: a batch of results is read for its header line (the agent
+        # sends at most 1 MiB of results a batch); answers: a batch's results.
+        req = HttpStream(False, on_request, keep_body=4 << 20)
+        resp = HttpStream(True, on_response, keep_body=65536, no_body=head_pending)
         t = threading.Thread(target=self._pump, args=(u, c, resp, pair), daemon=True)
         t.start()
         self._pump(c, u, req, pair)

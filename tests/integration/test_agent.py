@@ -563,7 +563,8 @@ def test_agent_slow_head_does_not_get_a_healthy_runtime_killed(cluster):
     waits in the outbox), so nothing is killed as hung, and the result is
     delivered once the head runs again."""
     head, make_agent = cluster
-    agent = make_agent("slowhead", gpus=1)
+    # Results wait as files here (not in memory), so the test can see one queued.
+    agent = make_agent("slowhead", gpus=1, extra="outbox_memory_bytes = 0")
     agent.wait_ready()
     c = head.client(head.add_tenant("slowhead"))
     jid = submit(c, {"capability": "image.fast", "params": {"prompt": "s", "sim_ms": 800}})["id"]

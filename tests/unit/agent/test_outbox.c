@@ -449,6 +449,185 @@ static void test_thread_put_never_waits_for_a_slow_send(void **state)
     outbox_fini(&ob);
 }
 
+/* The scripted batch call: answers the request with `status` and each item
+ * with item[i] (by position in the call); records each call's size. */
+struct bscript {
+    int rc;
+    long status;
+    long item[OUTBOX_BATCH_MAX];
+    int calls;
+    int sizes[16];
+    char jobs[16][OUTBOX_BATCH_MAX][OUTBOX_ID_MAX];
+};
+
+/* The single-send script and the batch script side by side in one ctx. */
+struct both {
+    struct script s;
+    struct bscript *b;
+};
+
+static int scripted_batch(void *ctx, struct outbox_item *const *items, int n, long *status,
+                          long *statuses)
+{
+    struct bscript *b = ((struct both *)ctx)->b; /* scripted_send sees its first member */
+    if (b->calls < 16) {
+        b->sizes[b->calls] = n;
+        for (int i = 0; i < n; i++)
+            snprintf(b->jobs[b->calls][i], OUTBOX_ID_MAX, "%s", items[i]->job_id);
+    }
+    b->calls++;
+    *status = b->status;
+    for (int i = 0; i < n; i++)
+        statuses[i] = b->item[i];
+    return b->rc;
+}
+
+/* Due completions go in one request; each item's own answer decides it: 200
+ * delivered (file removed), 409 dropped, 503 retried with backoff, alone. */
+static void test_batch_one_request_per_item_verdicts(void **state)
+{
+    (void)state;
+    struct both ctx;
+    struct bscript b = {.status = 200, .item = {200, 409, 503}};
+    script_init(&ctx.s, 200);
+    ctx.b = &b;
+    struct outbox ob;
+    outbox_init(&ob, 32, 1 << 30, 200, 5000, scripted_send, &ctx);
+    outbox_set_batch(&ob, scripted_batch);
+    char p[3][64];
+    const char *jobs[3] = {"1", "2", "3"};
+    for (int i = 0; i < 3; i++) {
+        make_file(p[i], sizeof p[i], "png");
+        outbox_put_complete(&ob, "w", jobs[i], 1, p[i], "image/png", 3, 0, 5, false, 0);
+    }
+    /* A failure is never batched: it goes by itself, in its FIFO turn. */
+    outbox_put_fail(&ob, "w", "4", 1, "oom", "x", 0);
+    bool tried;
+    outbox_step(&ob, 0, &tried);
+    assert_true(tried);
+    assert_int_equal(b.calls, 1);
+    assert_int_equal(b.sizes[0], 3);
+    assert_string_equal(b.jobs[0][0], "1");
+    assert_string_equal(b.jobs[0][2], "3");
+    assert_false(exists(p[0]));
+    assert_false(exists(p[1]));
+    assert_true(exists(p[2]));
+    struct outbox_stats st;
+    outbox_stats(&ob, &st);
+    assert_int_equal(st.delivered, 1);
+    assert_int_equal(st.dropped, 1);
+    assert_int_equal(st.retries, 1);
+    /* Next: the failure alone (the retried completion is not due yet). */
+    outbox_step(&ob, 1 * MS, &tried);
+    assert_true(tried);
+    assert_int_equal(ctx.s.nsent, 1);
+    assert_int_equal(ctx.s.sent_kind[0], 'F');
+    assert_int_equal(b.calls, 1);
+    /* The 503 kept its backoff through the batch's own 200, but the head's
+     * answer to the failure makes it due at once; it goes in a batch of one. */
+    b.item[0] = 200;
+    outbox_step(&ob, 2 * MS, &tried);
+    assert_true(tried);
+    assert_int_equal(b.calls, 2);
+    assert_int_equal(b.sizes[1], 1);
+    assert_string_equal(b.jobs[1][0], "3");
+    assert_false(exists(p[2]));
+    assert_int_equal(outbox_outcomes_for(&ob, "w", NULL, NULL, 0), 0);
+    outbox_fini(&ob);
+}
+
+/* An older head answers the batch 404: no item is dropped or delayed; from
+ * then on every result goes alone, through the single call. */
+static void test_batch_unknown_to_head_falls_back_to_single(void **state)
+{
+    (void)state;
+    struct both ctx;
+    struct bscript b = {.status = 404};
+    script_init(&ctx.s, 200);
+    ctx.b = &b;
+    struct outbox ob;
+    outbox_init(&ob, 32, 1 << 30, 200, 5000, scripted_send, &ctx);
+    outbox_set_batch(&ob, scripted_batch);
+    char p[2][64];
+    make_file(p[0], sizeof p[0], "a");
+    make_file(p[1], sizeof p[1], "b");
+    outbox_put_complete(&ob, "w", "1", 1, p[0], "image/png", 1, 0, 5, false, 0);
+    outbox_put_complete(&ob, "w", "2", 1, p[1], "image/png", 1, 0, 5, false, 0);
+    bool tried;
+    outbox_step(&ob, 0, &tried);
+    assert_int_equal(b.calls, 1);
+    struct outbox_stats st;
+    outbox_stats(&ob, &st);
+    assert_int_equal(st.dropped, 0);
+    assert_int_equal(st.retries, 0);
+    outbox_step(&ob, 0, &tried); /* due at once, by itself */
+    outbox_step(&ob, 0, &tried);
+    assert_int_equal(b.calls, 1);
+    assert_int_equal(ctx.s.nsent, 2);
+    assert_string_equal(ctx.s.sent_job[0], "1");
+    assert_string_equal(ctx.s.sent_job[1], "2");
+    assert_int_equal(outbox_outcomes_for(&ob, "w", NULL, NULL, 0), 0);
+    assert_false(exists(p[0]) || exists(p[1]));
+    outbox_fini(&ob);
+}
+
+/* No answer at all: every item of the batch is retried with backoff, none dropped. */
+static void test_batch_without_answer_retries_all(void **state)
+{
+    (void)state;
+    struct both ctx;
+    struct bscript b = {.rc = GPUQ_EIO};
+    script_init(&ctx.s, 200);
+    ctx.b = &b;
+    struct outbox ob;
+    outbox_init(&ob, 32, 1 << 30, 200, 5000, scripted_send, &ctx);
+    outbox_set_batch(&ob, scripted_batch);
+    char p[2][64];
+    make_file(p[0], sizeof p[0], "a");
+    make_file(p[1], sizeof p[1], "b");
+    outbox_put_complete(&ob, "w", "1", 1, p[0], "image/png", 1, 0, 5, false, 0);
+    outbox_put_complete(&ob, "w", "2", 1, p[1], "image/png", 1, 0, 5, false, 0);
+    bool tried;
+    int64_t next = outbox_step(&ob, 0, &tried);
+    assert_int_equal(next, 200 * MS);
+    assert_true(exists(p[0]) && exists(p[1]));
+    b.rc = 0;
+    b.status = 200;
+    b.item[0] = b.item[1] = 200;
+    outbox_step(&ob, next, &tried);
+    assert_int_equal(b.calls, 2);
+    assert_int_equal(b.sizes[1], 2);
+    assert_int_equal(outbox_outcomes_for(&ob, "w", NULL, NULL, 0), 0);
+    outbox_fini(&ob);
+}
+
+/* A small result held in memory travels like a file's: delivered in a batch,
+ * freed when it leaves; one still waiting at the end is freed too. */
+static void test_result_in_memory(void **state)
+{
+    (void)state;
+    struct both ctx;
+    struct bscript b = {.status = 200, .item = {200}};
+    script_init(&ctx.s, 200);
+    ctx.b = &b;
+    struct outbox ob;
+    outbox_init(&ob, 32, 1 << 30, 200, 5000, scripted_send, &ctx);
+    outbox_set_batch(&ob, scripted_batch);
+    char *d1 = malloc(4), *d2 = malloc(4);
+    memcpy(d1, "png1", 4);
+    memcpy(d2, "png2", 4);
+    outbox_put_complete_data(&ob, "w", "1", 1, d1, "image/png", 4, 0, 5, false, 0);
+    struct outbox_stats st;
+    outbox_stats(&ob, &st);
+    assert_int_equal(st.bytes, 4);
+    bool tried;
+    outbox_step(&ob, 0, &tried);
+    assert_int_equal(b.calls, 1);
+    assert_int_equal(outbox_outcomes_for(&ob, "w", NULL, NULL, 0), 0);
+    outbox_put_complete_data(&ob, "w", "2", 1, d2, "image/png", 4, 0, 5, false, 0);
+    outbox_fini(&ob); /* frees d2 (a leak checker would say otherwise) */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -463,6 +642,10 @@ int main(void)
         cmocka_unit_test(test_full_by_count_and_bytes_never_refuses),
         cmocka_unit_test(test_outcomes_for_worker),
         cmocka_unit_test(test_thread_put_never_waits_for_a_slow_send),
+        cmocka_unit_test(test_batch_one_request_per_item_verdicts),
+        cmocka_unit_test(test_batch_unknown_to_head_falls_back_to_single),
+        cmocka_unit_test(test_batch_without_answer_retries_all),
+        cmocka_unit_test(test_result_in_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
