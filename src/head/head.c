@@ -217,6 +217,8 @@ static void submit_eta(void *arg, int rc, double start_s, double finish_s, const
     jobs_lock(h->jobs);
     struct hjob *j = jobs_find(h->jobs, o->rec.id);
     job_rec_copy(&out, j ? &j->rec : &o->rec);
+    if (j)
+        jobs_freeze(h->jobs, j); /* queued, nobody waits: it rests compactly (jobs.h) */
     jobs_unlock(h->jobs);
     fill_eta(h, &out, rc, start_s, finish_s, why);
     trace_queued(out.id, rc == 0 ? start_s : -1, finish_s,
@@ -948,6 +950,7 @@ static void recover_job(void *arg, struct job_rec *rec)
         c->requeued++;
     } else if (j->rec.lc.state == LC_QUEUED) {
         dispatcher_job_add(h->disp, &j->rec);
+        jobs_freeze(h->jobs, j);
         c->queued++;
     } else {
         c->finished++;

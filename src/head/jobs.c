@@ -1,8 +1,10 @@
-/* jobs.c: the in-memory job table (see jobs.h): a chained hash on the id and a
- * second one on (tenant, idempotency key). */
+/* jobs.c: the in-memory job table (see jobs.h): a chained hash on the id for
+ * the jobs held in full (struct hjob), a second one for the queued jobs at
+ * rest held compactly (struct cjob), and a third on (tenant, idempotency key). */
 #include "head/jobs.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -18,10 +20,35 @@ struct idem_entry {
     char key[REC_IDEM_MAX];
 };
 
+/* A queued job at rest, in about a tenth of a struct hjob: only what such a
+ * job can hold (jobs_freezable says which jobs qualify: every other field of
+ * their record is zero or empty). Names are interned in the table; the
+ * idempotency key is kept only when there is one; the body hash as its 32
+ * bytes. Counted in the table's counts as queued (acct_*), never on the timed
+ * list, nobody waits on it. */
+struct cjob {
+    uint64_t id;
+    int64_t tenant_id;
+    const char *capability, *model, *tenant_name; /* interned (jobs.names) */
+    char *params_json;          /* owned; NULL when the record had none */
+    char *idem_key;             /* owned; NULL = "" */
+    uint32_t width, height, steps, frames;
+    int64_t deadline_ms, timeout_ms, created_ms, order_ns, acct_cost_ms;
+    double cost_s, tag_s;
+    uint64_t version;
+    int32_t acct_queue;
+    uint8_t lane, tier, admitted, has_hash;
+    uint8_t body_hash[32];
+    struct cjob *next;          /* hash chain */
+};
+
 struct jobs {
     pthread_mutex_t lock;
     struct hjob **buckets;
     size_t nbuckets, count;
+    struct cjob **cbuckets;     /* the jobs at rest (struct cjob), by id */
+    size_t ncbuckets, ccount;
+    struct hashmap names;       /* interned capability, model and tenant names */
     struct idem_entry **ibuckets;
     size_t nibuckets, icount;
     uint64_t next_id;
@@ -61,8 +88,11 @@ struct jobs *jobs_create(void)
     t->buckets = xcalloc(t->nbuckets, sizeof *t->buckets);
     t->nibuckets = 256;
     t->ibuckets = xcalloc(t->nibuckets, sizeof *t->ibuckets);
+    t->ncbuckets = 1024;
+    t->cbuckets = xcalloc(t->ncbuckets, sizeof *t->cbuckets);
     t->next_id = 1;
     hashmap_init(&t->qmap);
+    hashmap_init(&t->names);
     return t;
 }
 
@@ -202,10 +232,25 @@ void jobs_destroy(struct jobs *t)
             free(e);
         }
     }
+    for (size_t i = 0; i < t->ncbuckets; i++) {
+        struct cjob *c = t->cbuckets[i], *next;
+        for (; c; c = next) {
+            next = c->next;
+            free(c->params_json);
+            free(c->idem_key);
+            free(c);
+        }
+    }
+    size_t pos = 0;
+    void *name;
+    while (hashmap_next(&t->names, &pos, NULL, NULL, &name))
+        free(name);
     free(t->buckets);
     free(t->ibuckets);
+    free(t->cbuckets);
     free(t->queues);
     hashmap_fini(&t->qmap);
+    hashmap_fini(&t->names);
     pthread_mutex_destroy(&t->lock);
     free(t);
 }
@@ -220,11 +265,16 @@ void jobs_unlock(struct jobs *t)
     pthread_mutex_unlock(&t->lock);
 }
 
+static struct hjob *thaw(struct jobs *t, struct cjob **pc);
+
 struct hjob *jobs_find(struct jobs *t, uint64_t id)
 {
     for (struct hjob *j = t->buckets[mix64(id) & (t->nbuckets - 1)]; j; j = j->next)
         if (j->rec.id == id)
             return j;
+    for (struct cjob **pc = &t->cbuckets[mix64(id) & (t->ncbuckets - 1)]; *pc; pc = &(*pc)->next)
+        if ((*pc)->id == id)
+            return thaw(t, pc);
     return NULL;
 }
 
@@ -273,26 +323,38 @@ static void grow_idem(struct jobs *t)
     t->nibuckets = n;
 }
 
-struct hjob *jobs_insert(struct jobs *t, struct job_rec *rec)
+/* A new struct hjob, linked in the id hash (not yet counted: acct_state -1). */
+static struct hjob *hot_new(struct jobs *t)
 {
     if (t->count + 1 > t->nbuckets)
         grow(t);
     struct hjob *j = xcalloc(1, sizeof *j);
     j->acct_state = -1;
     j->acct_queue = -1;
-    j->rec = *rec;
-    rec->params_json = NULL;
-    rec->attempts = NULL;
-    rec->nattempts = 0;
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&j->changed, &ca);
     pthread_condattr_destroy(&ca);
+    return j;
+}
+
+static void hot_link(struct jobs *t, struct hjob *j)
+{
     size_t h = mix64(j->rec.id) & (t->nbuckets - 1);
     j->next = t->buckets[h];
     t->buckets[h] = j;
     t->count++;
+}
+
+struct hjob *jobs_insert(struct jobs *t, struct job_rec *rec)
+{
+    struct hjob *j = hot_new(t);
+    j->rec = *rec;
+    rec->params_json = NULL;
+    rec->attempts = NULL;
+    rec->nattempts = 0;
+    hot_link(t, j);
     if (j->rec.idem_key[0]) {
         if (t->icount + 1 > t->nibuckets)
             grow_idem(t);
@@ -309,6 +371,194 @@ struct hjob *jobs_insert(struct jobs *t, struct job_rec *rec)
         t->next_id = j->rec.id + 1;
     jobs_retrack(t, j);
     return j;
+}
+
+/* ---- jobs at rest (struct cjob) ---- */
+
+static const char *intern(struct jobs *t, const char *name)
+{
+    char *v = hashmap_get_str(&t->names, name);
+    if (!v) {
+        v = xstrdup(name);
+        hashmap_put_str(&t->names, v, v);
+    }
+    return v;
+}
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* The body hash as 32 bytes: true when it is 64 lowercase hex digits (what
+ * the API writes); then hex_of gives back the same text. */
+static bool hash_pack(const char *hex, uint8_t out[32])
+{
+    for (int i = 0; i < 32; i++) {
+        int hi = hexval(hex[2 * i]), lo = hi < 0 ? -1 : hexval(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return false;
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return hex[64] == '\0';
+}
+
+static void hash_unpack(const uint8_t in[32], char hex[REC_HASH_HEX])
+{
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 0; i < 32; i++) {
+        hex[2 * i] = digits[in[i] >> 4];
+        hex[2 * i + 1] = digits[in[i] & 15];
+    }
+    hex[64] = '\0';
+}
+
+/* Whether j can rest as a struct cjob with nothing lost: committed, queued
+ * and never attempted, nobody waiting on or watching it, not on the timed
+ * list, and every field a cjob leaves out zero or empty. */
+static bool freezable(const struct hjob *j)
+{
+    const struct job_rec *r = &j->rec;
+    const struct lc_job *lc = &r->lc;
+    uint8_t hash[32];
+    return j->committed && !j->completing && !j->timed && !j->watchers && !j->waiters &&
+           j->acct_state == LC_QUEUED && lc->state == LC_QUEUED && lc->attempt == 0 &&
+           lc->failures == 0 && !lc->worker[0] && lc->nfailed == 0 && lc->assigned_ns == 0 &&
+           lc->started_ms == 0 && lc->lease_until_ns == 0 && lc->run_deadline_ns == 0 &&
+           r->phase == PHASE_NONE && r->progress == 0 && !r->error_class[0] &&
+           !r->error_message[0] && !r->result_type[0] && r->result_bytes == 0 &&
+           r->started_ms == 0 && r->finished_ms == 0 && r->eta_start_ms == 0 &&
+           r->eta_finish_ms == 0 && !r->waiting_reason[0] && r->nattempts == 0 &&
+           !r->attempts && (!r->body_hash[0] || hash_pack(r->body_hash, hash));
+}
+
+static void grow_cold(struct jobs *t)
+{
+    size_t n = t->ncbuckets * 2;
+    struct cjob **b = xcalloc(n, sizeof *b);
+    for (size_t i = 0; i < t->ncbuckets; i++) {
+        struct cjob *c = t->cbuckets[i], *next;
+        for (; c; c = next) {
+            next = c->next;
+            size_t h = mix64(c->id) & (n - 1);
+            c->next = b[h];
+            b[h] = c;
+        }
+    }
+    free(t->cbuckets);
+    t->cbuckets = b;
+    t->ncbuckets = n;
+}
+
+/* Unlinks j from the id hash (it is there). */
+static void hot_unlink(struct jobs *t, struct hjob *j)
+{
+    struct hjob **pj = &t->buckets[mix64(j->rec.id) & (t->nbuckets - 1)];
+    while (*pj != j)
+        pj = &(*pj)->next;
+    *pj = j->next;
+    t->count--;
+}
+
+bool jobs_freeze(struct jobs *t, struct hjob *j)
+{
+    if (!freezable(j))
+        return false;
+    const struct job_rec *r = &j->rec;
+    if (t->ccount + 1 > t->ncbuckets)
+        grow_cold(t);
+    struct cjob *c = xmalloc(sizeof *c);
+    memset(c, 0, sizeof *c);
+    c->id = r->id;
+    c->tenant_id = r->tenant_id;
+    c->capability = intern(t, r->capability);
+    c->model = intern(t, r->model);
+    c->tenant_name = intern(t, r->tenant_name);
+    c->params_json = r->params_json; /* moved */
+    c->idem_key = r->idem_key[0] ? xstrdup(r->idem_key) : NULL;
+    c->width = r->width;
+    c->height = r->height;
+    c->steps = r->steps;
+    c->frames = r->frames;
+    c->deadline_ms = r->lc.deadline_ms;
+    c->timeout_ms = r->lc.timeout_ms;
+    c->created_ms = r->created_ms;
+    c->order_ns = r->order_ns;
+    c->acct_cost_ms = j->acct_cost_ms;
+    c->cost_s = r->cost_s;
+    c->tag_s = r->tag_s;
+    c->version = j->version;
+    c->acct_queue = j->acct_queue;
+    c->lane = (uint8_t)r->lane;
+    c->tier = (uint8_t)r->tier;
+    c->admitted = r->admitted;
+    c->has_hash = r->body_hash[0] != '\0';
+    if (c->has_hash)
+        hash_pack(r->body_hash, c->body_hash);
+    size_t h = mix64(c->id) & (t->ncbuckets - 1);
+    c->next = t->cbuckets[h];
+    t->cbuckets[h] = c;
+    t->ccount++;
+    hot_unlink(t, j);
+    pthread_cond_destroy(&j->changed);
+    free(j);
+    return true;
+}
+
+/* The record a cjob stands for, into r (zeroed by the caller once: only the
+ * fields a cjob holds are written). params_json is c's, not copied. */
+static void cold_fill(const struct cjob *c, struct job_rec *r)
+{
+    r->id = c->id;
+    r->tenant_id = c->tenant_id;
+    snprintf(r->capability, sizeof r->capability, "%s", c->capability);
+    snprintf(r->model, sizeof r->model, "%s", c->model);
+    snprintf(r->tenant_name, sizeof r->tenant_name, "%s", c->tenant_name);
+    r->params_json = c->params_json;
+    snprintf(r->idem_key, sizeof r->idem_key, "%s", c->idem_key ? c->idem_key : "");
+    if (c->has_hash)
+        hash_unpack(c->body_hash, r->body_hash);
+    else
+        r->body_hash[0] = '\0';
+    r->width = c->width;
+    r->height = c->height;
+    r->steps = c->steps;
+    r->frames = c->frames;
+    r->lane = (enum job_lane)c->lane;
+    r->tier = (enum job_tier)c->tier;
+    r->lc.state = LC_QUEUED;
+    r->lc.deadline_ms = c->deadline_ms;
+    r->lc.timeout_ms = c->timeout_ms;
+    r->created_ms = c->created_ms;
+    r->order_ns = c->order_ns;
+    r->cost_s = c->cost_s;
+    r->tag_s = c->tag_s;
+    r->admitted = c->admitted;
+}
+
+/* Brings the job at *pc back in full (its counts carry over unchanged). */
+static struct hjob *thaw(struct jobs *t, struct cjob **pc)
+{
+    struct cjob *c = *pc;
+    *pc = c->next;
+    t->ccount--;
+    struct hjob *j = hot_new(t);
+    cold_fill(c, &j->rec);
+    j->committed = true;
+    j->version = c->version;
+    j->acct_state = LC_QUEUED;
+    j->acct_queue = c->acct_queue;
+    j->acct_cost_ms = c->acct_cost_ms;
+    hot_link(t, j);
+    free(c->idem_key);
+    free(c);
+    return j;
+}
+
+void jobs_memory(struct jobs *t, size_t *full, size_t *at_rest)
+{
+    *full = t->count;
+    *at_rest = t->ccount;
 }
 
 static void fire_watchers(struct hjob *j)
@@ -411,6 +661,8 @@ int jobs_sweep(struct jobs *t, int64_t cutoff_ms, int64_t idem_cutoff_ms)
                 free_job(j);
                 t->count--;
                 dropped++;
+            } else if (jobs_freeze(t, j)) {
+                /* at rest now: *pj is already j's successor */
             } else {
                 pj = &j->next;
             }
@@ -465,6 +717,23 @@ void jobs_foreach(struct jobs *t, void (*fn)(void *arg, const struct hjob *j), v
         for (struct hjob *j = t->buckets[i]; j; j = j->next)
             if (j->committed)
                 fn(arg, j);
+    if (!t->ccount)
+        return;
+    /* Jobs at rest are shown to fn through one scratch struct hjob: every
+     * field a cjob leaves out is zero in all of them. */
+    struct hjob *tmp = xcalloc(1, sizeof *tmp);
+    tmp->committed = true;
+    tmp->acct_state = LC_QUEUED;
+    for (size_t i = 0; i < t->ncbuckets; i++) {
+        for (struct cjob *c = t->cbuckets[i]; c; c = c->next) {
+            cold_fill(c, &tmp->rec);
+            tmp->version = c->version;
+            tmp->acct_queue = c->acct_queue;
+            tmp->acct_cost_ms = c->acct_cost_ms;
+            fn(arg, tmp);
+        }
+    }
+    free(tmp);
 }
 
 void jobs_set_next_id(struct jobs *t, uint64_t next)
