@@ -11,9 +11,13 @@
 #include "head/ops.h"
 #include "head/ops_admin.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "common/alloc.h"
 #include "common/buf.h"
@@ -742,8 +746,31 @@ void head_assign_failed(struct head *h, uint64_t job_id, const char *worker, int
     jobs_unlock(h->jobs);
 }
 
+/* After a recovery that handed the scheduler many jobs: the messages that
+ * carried them were freed by the dispatcher, in between memory that stays,
+ * and the allocator keeps such holes resident. Once every one of them is
+ * surely handled, the free pages go back to the system (one malloc_trim).
+ * head_tick runs on the dispatcher thread after the round's messages: the
+ * tick that finds 1 marks 2; a later tick's round took its messages after
+ * that, so recovery's were all handled by then. One head per process. */
+static _Atomic int trim_state; /* 0 none; 1 asked by head_recover; 2 armed */
+
+static void trim_after_recovery(void)
+{
+    int st = atomic_load(&trim_state);
+    if (st == 1) {
+        atomic_store(&trim_state, 2);
+    } else if (st == 2) {
+        atomic_store(&trim_state, 0);
+#ifdef __GLIBC__
+        malloc_trim(0);
+#endif
+    }
+}
+
 void head_tick(struct head *h)
 {
+    trim_after_recovery();
     inputs_tick(h);
     retention_tick(h);
     struct lc_now now = now_lc();
@@ -937,6 +964,14 @@ static void recover_job(void *arg, struct job_rec *rec)
     struct recover_ctx *c = arg;
     struct head *h = c->h;
     jobs_lock(h->jobs);
+    if (rec->lc.state == LC_QUEUED) {
+        dispatcher_job_add(h->disp, rec); /* copies what the scheduler needs */
+        if (jobs_insert_at_rest(h->jobs, rec)) {
+            c->queued++;
+            jobs_unlock(h->jobs);
+            return;
+        }
+    }
     struct hjob *j = jobs_insert(h->jobs, rec);
     jobs_mark_committed(h->jobs, j);
     if (j->rec.lc.state == LC_RUNNING) {
@@ -949,9 +984,7 @@ static void recover_job(void *arg, struct job_rec *rec)
         committer_submit(h->committer, &changed(h, j, &a)->op);
         c->requeued++;
     } else if (j->rec.lc.state == LC_QUEUED) {
-        dispatcher_job_add(h->disp, &j->rec);
-        jobs_freeze(h->jobs, j);
-        c->queued++;
+        c->queued++; /* handed to the scheduler above */
     } else {
         c->finished++;
     }
@@ -987,7 +1020,15 @@ int head_recover(struct head *h)
     rc = h->store->ops->load_jobs(h->store, since, recover_job, &c);
     if (rc)
         return rc;
-    log_info(MOD, "recovered %d queued and %d running (re-queued) jobs; %d recent finished",
-             c.queued, c.requeued, c.finished);
+    size_t full, at_rest;
+    jobs_lock(h->jobs);
+    jobs_memory(h->jobs, &full, &at_rest);
+    jobs_unlock(h->jobs);
+    log_info(MOD,
+             "recovered %d queued and %d running (re-queued) jobs; %d recent finished; "
+             "%zu held at rest (compact), %zu in full",
+             c.queued, c.requeued, c.finished, at_rest, full);
+    if (c.queued + c.requeued > 0)
+        atomic_store(&trim_state, 1);
     return 0;
 }

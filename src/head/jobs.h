@@ -126,6 +126,10 @@ int jobs_queue_stats(struct jobs *t, long long states[JOB_NSTATES], struct jobs_
  * jobs_sweep puts every qualifying job at rest; jobs_foreach shows jobs at
  * rest too. jobs_memory: how many jobs are held in full and at rest. */
 bool jobs_freeze(struct jobs *t, struct hjob *j);
+/* Recovery: a job the store holds goes straight to rest, counted, if it
+ * qualifies — no struct hjob is made — taking what rec owns; false (rec
+ * untouched) when it does not: jobs_insert it. */
+bool jobs_insert_at_rest(struct jobs *t, struct job_rec *rec);
 void jobs_memory(struct jobs *t, size_t *full, size_t *at_rest);
 
 /* Assigns job ids: ids are unique and increasing across restarts. */
