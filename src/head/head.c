@@ -957,6 +957,7 @@ int head_worker_heartbeat(struct head *h, const struct worker_rec *hb, bool *dra
 struct recover_ctx {
     struct head *h;
     int queued, requeued, finished;
+    struct dispatch_adds adds; /* queued jobs for the scheduler, handed over in chunks */
 };
 
 static void recover_job(void *arg, struct job_rec *rec)
@@ -965,7 +966,7 @@ static void recover_job(void *arg, struct job_rec *rec)
     struct head *h = c->h;
     jobs_lock(h->jobs);
     if (rec->lc.state == LC_QUEUED) {
-        dispatcher_job_add(h->disp, rec); /* copies what the scheduler needs */
+        dispatcher_adds_put(h->disp, &c->adds, rec); /* copies what the scheduler needs */
         if (jobs_insert_at_rest(h->jobs, rec)) {
             c->queued++;
             jobs_unlock(h->jobs);
@@ -1015,9 +1016,10 @@ int head_recover(struct head *h)
     pthread_mutex_unlock(&h->catalog_lock);
     if (rc)
         return rc;
-    struct recover_ctx c = {h, 0, 0, 0};
+    struct recover_ctx c = {h, 0, 0, 0, {NULL, 0, 0}};
     int64_t since = clock_wall_ms() - 3600 * 1000;
     rc = h->store->ops->load_jobs(h->store, since, recover_job, &c);
+    dispatcher_adds_post(h->disp, &c.adds);
     if (rc)
         return rc;
     size_t full, at_rest;

@@ -487,7 +487,7 @@ static void hot_unlink(struct jobs *t, struct hjob *j)
 
 static struct slab *slab_map(size_t size)
 {
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (p == MAP_FAILED) {
         fprintf(stderr, "gpuq: out of memory mapping %zu bytes\n", size);
         abort();

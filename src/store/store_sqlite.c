@@ -402,8 +402,10 @@ static int sq_tenant_update(struct store *s, const struct tenant_rec *t)
 
 static void copy_col(sqlite3_stmt *st, int i, char *dst, size_t size)
 {
-    const unsigned char *v = sqlite3_column_text(st, i);
-    snprintf(dst, size, "%s", v ? (const char *)v : "");
+    const char *v = (const char *)sqlite3_column_text(st, i);
+    size_t n = v ? strnlen(v, size - 1) : 0;
+    memcpy(dst, v ? v : "", n);
+    dst[n] = '\0';
 }
 
 static void row_to_job(sqlite3_stmt *st, struct job_rec *j)
