@@ -20,6 +20,13 @@ def stable(job):
     return {k: job.get(k) for k in STABLE}
 
 
+def at_rest(head):
+    for line in head.admin().get("/metrics").body.decode().splitlines():
+        if line.startswith("gpuq_jobs_at_rest "):
+            return int(line.split()[1])
+    raise AssertionError("no gpuq_jobs_at_rest in /metrics")
+
+
 def submit_all(c):
     bodies = [
         JOB,
@@ -42,6 +49,8 @@ def test_resting_jobs_read_back_the_same_replay_and_run(head):
     c = head.client(key)
     bodies, jobs = submit_all(c)
     first = {j["id"]: stable(j) for j in jobs}
+    # Answered 201: the four without a deadline rest compactly (not the timed one).
+    assert at_rest(head) == 4
     # Read back (brings each in full), after a sweep could have put them at rest again.
     for j in jobs:
         assert stable(c.get(f"/v1/jobs/{j['id']}").json()) == first[j["id"]]
@@ -52,6 +61,7 @@ def test_resting_jobs_read_back_the_same_replay_and_run(head):
     # Recovery put the four queued jobs without a deadline at rest.
     wait_until(lambda: "4 held at rest (compact), 1 in full" in head.tail(), 10,
                "the recovery log line counting jobs at rest")
+    assert at_rest(head) == 4
     for j in jobs:
         assert stable(c.get(f"/v1/jobs/{j['id']}").json()) == first[j["id"]]
     listed = {j["id"]: stable(j) for j in c.get("/v1/jobs").json()["jobs"]}
