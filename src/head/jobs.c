@@ -610,17 +610,26 @@ bool jobs_insert_at_rest(struct jobs *t, struct job_rec *rec)
     return true;
 }
 
+/* snprintf(dst, size, "%s", src) without the formatting machinery: this
+ * runs for every resting job a jobs_foreach shows. */
+static void copy_str(char *dst, size_t size, const char *src)
+{
+    size_t n = strnlen(src, size - 1);
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
 /* The record a cjob stands for, into r (zeroed by the caller once: only the
  * fields a cjob holds are written). params_json points into c (borrowed). */
 static void cold_fill(const struct cjob *c, struct job_rec *r)
 {
     r->id = c->id;
     r->tenant_id = c->tenant_id;
-    snprintf(r->capability, sizeof r->capability, "%s", c->capability);
-    snprintf(r->model, sizeof r->model, "%s", c->model);
-    snprintf(r->tenant_name, sizeof r->tenant_name, "%s", c->tenant_name);
+    copy_str(r->capability, sizeof r->capability, c->capability);
+    copy_str(r->model, sizeof r->model, c->model);
+    copy_str(r->tenant_name, sizeof r->tenant_name, c->tenant_name);
     r->params_json = c->has_params ? (char *)c->text : NULL;
-    snprintf(r->idem_key, sizeof r->idem_key, "%s", c->idem_at ? c->text + c->idem_at : "");
+    copy_str(r->idem_key, sizeof r->idem_key, c->idem_at ? c->text + c->idem_at : "");
     if (c->has_hash)
         hash_unpack(c->body_hash, r->body_hash);
     else

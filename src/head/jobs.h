@@ -85,7 +85,9 @@ void jobs_remove(struct jobs *t, struct hjob *j);
 int jobs_sweep(struct jobs *t, int64_t cutoff_ms, int64_t idem_cutoff_ms);
 /* Wakes every waiter and watcher for good: jobs_wait returns at once from now on. */
 void jobs_shutdown(struct jobs *t);
-/* Calls fn for every committed job (lock held; fn must not change the table). */
+/* Calls fn for every committed job (lock held; fn must not change the table —
+ * nor call jobs_find, which brings a resting job back in full). Resting jobs
+ * are shown through one scratch struct hjob, valid during the call only. */
 void jobs_foreach(struct jobs *t, void (*fn)(void *arg, const struct hjob *j), void *arg);
 
 /* The timed list: every job whose life time alone can change — running
