@@ -36,9 +36,9 @@ struct slab {
     _Alignas(16) char data[];
 };
 
-/* A queued job at rest, in about a tenth of a struct hjob: only what such a
- * job can hold (jobs_freezable says which jobs qualify: every other field of
- * their record is zero or empty). Names are interned in the table; the
+/* A queued job at rest, in about a sixth of a struct hjob: only what such a
+ * job can hold (freezable and rec_restable say which jobs qualify: every
+ * other field of their record is zero or empty). Names are interned in the table; the
  * idempotency key is kept only when there is one; the body hash as its 32
  * bytes. Counted in the table's counts as queued (acct_*), never on the timed
  * list, nobody waits on it. */
@@ -502,6 +502,12 @@ static struct cjob *slab_alloc(struct jobs *t, size_t n)
     n = (n + 15) & ~(size_t)15;
     struct slab *b = t->slabs;
     if (!b || b->used + n > SLAB_BYTES - sizeof *b) {
+        if (b && b->live == 0) { /* empty (emptied while newest): not kept behind */
+            t->slabs = b->next;
+            if (t->slabs)
+                t->slabs->prev = NULL;
+            munmap(b, b->size);
+        }
         size_t size = n + sizeof *b > SLAB_BYTES ? n + sizeof *b : SLAB_BYTES;
         b = slab_map(size);
         b->size = size;

@@ -118,7 +118,7 @@ int jobs_queue_stats(struct jobs *t, long long states[JOB_NSTATES], struct jobs_
                      int *cap);
 
 /* Jobs at rest. A queued job nobody waits on or watches, never attempted,
- * not on the timed list, is kept compactly (about a tenth of a struct hjob:
+ * not on the timed list, is kept compactly (about a sixth of a struct hjob:
  * names interned, no fixed-size buffers for what such a job leaves empty);
  * that is how a deep queue fits in memory (issue 20: <= 1 KiB a queued job).
  * It stays in the counts as queued. jobs_find brings it back in full, so to
