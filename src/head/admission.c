@@ -11,10 +11,12 @@
 #include "common/clock.h"
 #include "common/hashmap.h"
 
-/* A counted job. Invariant: in admit's queued work exactly while !running. */
+/* A counted job. Invariant: in admit's queued work exactly while !running.
+ * One per admitted job, queued ones included: small (issue 20) — its names
+ * are interned in struct admission, not copied. */
 struct counted {
-    char tenant[SCHED_NAME_MAX];
-    char capability[SCHED_NAME_MAX];
+    const char *tenant;
+    const char *capability;
     enum sched_lane lane;
     double cost_s;
     int64_t order_ns;
@@ -25,7 +27,22 @@ struct admission {
     pthread_mutex_t lock;
     struct admit *admit;
     struct hashmap jobs; /* id → struct counted */
+    struct hashmap names; /* interned tenant and capability names (owned) */
 };
+
+/* The one copy of name (lock held); kept for the life of the process, like
+ * the tenants and capabilities it names. */
+static const char *intern(struct admission *a, const char *name)
+{
+    char name_cut[SCHED_NAME_MAX];
+    snprintf(name_cut, sizeof name_cut, "%s", name ? name : "");
+    char *v = hashmap_get_str(&a->names, name_cut);
+    if (!v) {
+        v = xstrdup(name_cut);
+        hashmap_put_str(&a->names, v, v);
+    }
+    return v;
+}
 
 static enum sched_lane lane_of(const struct job_rec *rec)
 {
@@ -40,6 +57,7 @@ struct admission *admission_create(const struct head_config *cfg)
     for (int i = 0; i < cfg->ntenants; i++)
         admit_tenant_set(a->admit, &cfg->tenants[i]);
     hashmap_init(&a->jobs);
+    hashmap_init(&a->names);
     return a;
 }
 
@@ -52,6 +70,10 @@ void admission_destroy(struct admission *a)
     while (hashmap_next(&a->jobs, &pos, NULL, NULL, &v))
         free(v);
     hashmap_fini(&a->jobs);
+    pos = 0;
+    while (hashmap_next(&a->names, &pos, NULL, NULL, &v))
+        free(v);
+    hashmap_fini(&a->names);
     admit_destroy(a->admit);
     pthread_mutex_destroy(&a->lock);
     free(a);
@@ -93,12 +115,12 @@ int admission_admit(struct admission *a, const char *tenant, struct job_rec *rec
 void admission_bind(struct admission *a, const char *tenant, const struct job_rec *rec)
 {
     struct counted *c = xcalloc(1, sizeof *c);
-    snprintf(c->tenant, sizeof c->tenant, "%s", tenant ? tenant : "");
-    snprintf(c->capability, sizeof c->capability, "%s", rec->capability);
     c->lane = lane_of(rec);
     c->cost_s = rec->cost_s;
     c->order_ns = rec->order_ns;
     pthread_mutex_lock(&a->lock);
+    c->tenant = intern(a, tenant);
+    c->capability = intern(a, rec->capability);
     free(hashmap_put_u64(&a->jobs, rec->id, c));
     pthread_mutex_unlock(&a->lock);
 }

@@ -34,6 +34,7 @@
 enum dmsg_kind {
     M_JOB_ADD, M_JOB_CANCEL, M_JOB_FINISHED, M_WORKER_UPDATE, M_WORKER_REMOVE, M_POLL,
     M_KICK, /* nothing to apply: run a round (after a pause, resume or promotion) */
+    M_JOBS_ADD, /* many queued jobs at once (recovery): specs[0..nspecs) */
 };
 
 /* A waiting long-poll of one worker. Shared by the dispatcher and the timer
@@ -63,6 +64,8 @@ struct dmsg {
     char cls[LC_CLASS_MAX];
     int64_t load_ns, run_ns;
     struct poller *poller;
+    struct job_spec *specs;       /* JOBS_ADD: owned; none has exclusions */
+    int nspecs;
     struct dmsg *next;
 };
 
@@ -120,6 +123,7 @@ static void post(struct dispatcher *d, struct dmsg *m)
             poller_finish(m->poller, GPUQ_EAGAIN, NULL);
         if (m->eta_fn)
             m->eta_fn(m->eta_arg, GPUQ_EAGAIN, -1, -1, "");
+        free(m->specs);
         free(m);
         return;
     }
@@ -163,6 +167,40 @@ void dispatcher_job_add(struct dispatcher *d, const struct job_rec *rec)
     struct dmsg *m = xcalloc(1, sizeof *m);
     m->kind = M_JOB_ADD;
     spec_from_rec(rec, &m->spec, m->exclude);
+    post(d, m);
+}
+
+void dispatcher_adds_put(struct dispatcher *d, struct dispatch_adds *a, const struct job_rec *rec)
+{
+    const char(*list)[SCHED_NAME_MAX];
+    int n;
+    lc_exclusions(&rec->lc, &list, &n);
+    if (n > 0) { /* its exclusions live in a message of its own */
+        dispatcher_job_add(d, rec);
+        return;
+    }
+    if (a->n == a->cap) {
+        a->cap = a->cap ? a->cap * 2 : 1024;
+        a->specs = xrealloc(a->specs, (size_t)a->cap * sizeof *a->specs);
+    }
+    char none[1][SCHED_NAME_MAX];
+    spec_from_rec(rec, &a->specs[a->n], none);
+    a->specs[a->n].exclude = NULL;
+    a->n++;
+    if (a->n >= DISPATCH_ADDS_CHUNK)
+        dispatcher_adds_post(d, a);
+}
+
+void dispatcher_adds_post(struct dispatcher *d, struct dispatch_adds *a)
+{
+    if (a->n == 0)
+        return;
+    struct dmsg *m = xcalloc(1, sizeof *m);
+    m->kind = M_JOBS_ADD;
+    m->specs = a->specs;
+    m->nspecs = a->n;
+    a->specs = NULL;
+    a->n = a->cap = 0;
     post(d, m);
 }
 
@@ -587,6 +625,13 @@ static bool handle(struct dispatcher *d, struct dmsg *m, int64_t now)
             return false;
         }
         break;
+    case M_JOBS_ADD:
+        for (int i = 0; i < m->nspecs; i++)
+            if (sched_job_add(d->sched, &m->specs[i], now))
+                log_warn(MOD, "scheduler refused job %llu", (unsigned long long)m->specs[i].id);
+        free(m->specs);
+        m->specs = NULL;
+        break;
     case M_JOB_CANCEL:
         sched_job_cancel(d->sched, m->job_id, now);
         admission_follow(d, m->job_id);
@@ -781,6 +826,7 @@ void dispatcher_stop(struct dispatcher *d)
             poller_finish(m->poller, GPUQ_EAGAIN, NULL);
         if (m->eta_fn)
             m->eta_fn(m->eta_arg, GPUQ_EAGAIN, -1, -1, "");
+        free(m->specs);
         free(m);
     }
     d->head = d->tail = NULL;

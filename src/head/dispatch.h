@@ -22,6 +22,18 @@ void dispatcher_stop(struct dispatcher *d);
 void dispatcher_destroy(struct dispatcher *d);
 
 void dispatcher_job_add(struct dispatcher *d, const struct job_rec *rec);
+/* Many queued jobs at once (recovery of a deep queue): dispatcher_adds_put
+ * collects a job (one with exclusions goes on its own, as dispatcher_job_add)
+ * and hands the collected ones over every DISPATCH_ADDS_CHUNK jobs, in one
+ * message; dispatcher_adds_post hands over the rest (call it at the end). Per
+ * job that is a spec in an array instead of a message and a lock round trip. */
+#define DISPATCH_ADDS_CHUNK 8192
+struct dispatch_adds {
+    struct job_spec *specs;
+    int n, cap;
+};
+void dispatcher_adds_put(struct dispatcher *d, struct dispatch_adds *a, const struct job_rec *rec);
+void dispatcher_adds_post(struct dispatcher *d, struct dispatch_adds *a);
 /* As dispatcher_job_add, then fn(arg, rc, start_s, finish_s, why) with the job's
  * ETA (sched_job_eta) once this round placed what it could — on the
  * dispatcher thread, holding the scheduler (fn must not call the dispatcher's

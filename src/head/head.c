@@ -11,9 +11,13 @@
 #include "head/ops.h"
 #include "head/ops_admin.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "common/alloc.h"
 #include "common/buf.h"
@@ -217,6 +221,8 @@ static void submit_eta(void *arg, int rc, double start_s, double finish_s, const
     jobs_lock(h->jobs);
     struct hjob *j = jobs_find(h->jobs, o->rec.id);
     job_rec_copy(&out, j ? &j->rec : &o->rec);
+    if (j)
+        jobs_freeze(h->jobs, j); /* queued, nobody waits: it rests compactly (jobs.h) */
     jobs_unlock(h->jobs);
     fill_eta(h, &out, rc, start_s, finish_s, why);
     trace_queued(out.id, rc == 0 ? start_s : -1, finish_s,
@@ -740,8 +746,31 @@ void head_assign_failed(struct head *h, uint64_t job_id, const char *worker, int
     jobs_unlock(h->jobs);
 }
 
+/* After a recovery that handed the scheduler many jobs: the messages that
+ * carried them were freed by the dispatcher, in between memory that stays,
+ * and the allocator keeps such holes resident. Once every one of them is
+ * surely handled, the free pages go back to the system (one malloc_trim).
+ * head_tick runs on the dispatcher thread after the round's messages: the
+ * tick that finds 1 marks 2; a later tick's round took its messages after
+ * that, so recovery's were all handled by then. One head per process. */
+static _Atomic int trim_state; /* 0 none; 1 asked by head_recover; 2 armed */
+
+static void trim_after_recovery(void)
+{
+    int st = atomic_load(&trim_state);
+    if (st == 1) {
+        atomic_store(&trim_state, 2);
+    } else if (st == 2) {
+        atomic_store(&trim_state, 0);
+#ifdef __GLIBC__
+        malloc_trim(0);
+#endif
+    }
+}
+
 void head_tick(struct head *h)
 {
+    trim_after_recovery();
     inputs_tick(h);
     retention_tick(h);
     struct lc_now now = now_lc();
@@ -928,6 +957,7 @@ int head_worker_heartbeat(struct head *h, const struct worker_rec *hb, bool *dra
 struct recover_ctx {
     struct head *h;
     int queued, requeued, finished;
+    struct dispatch_adds adds; /* queued jobs for the scheduler, handed over in chunks */
 };
 
 static void recover_job(void *arg, struct job_rec *rec)
@@ -935,6 +965,14 @@ static void recover_job(void *arg, struct job_rec *rec)
     struct recover_ctx *c = arg;
     struct head *h = c->h;
     jobs_lock(h->jobs);
+    if (rec->lc.state == LC_QUEUED) {
+        dispatcher_adds_put(h->disp, &c->adds, rec); /* copies what the scheduler needs */
+        if (jobs_insert_at_rest(h->jobs, rec)) {
+            c->queued++;
+            jobs_unlock(h->jobs);
+            return;
+        }
+    }
     struct hjob *j = jobs_insert(h->jobs, rec);
     jobs_mark_committed(h->jobs, j);
     if (j->rec.lc.state == LC_RUNNING) {
@@ -947,8 +985,7 @@ static void recover_job(void *arg, struct job_rec *rec)
         committer_submit(h->committer, &changed(h, j, &a)->op);
         c->requeued++;
     } else if (j->rec.lc.state == LC_QUEUED) {
-        dispatcher_job_add(h->disp, &j->rec);
-        c->queued++;
+        c->queued++; /* handed to the scheduler above */
     } else {
         c->finished++;
     }
@@ -979,12 +1016,21 @@ int head_recover(struct head *h)
     pthread_mutex_unlock(&h->catalog_lock);
     if (rc)
         return rc;
-    struct recover_ctx c = {h, 0, 0, 0};
+    struct recover_ctx c = {h, 0, 0, 0, {NULL, 0, 0}};
     int64_t since = clock_wall_ms() - 3600 * 1000;
     rc = h->store->ops->load_jobs(h->store, since, recover_job, &c);
+    dispatcher_adds_post(h->disp, &c.adds);
     if (rc)
         return rc;
-    log_info(MOD, "recovered %d queued and %d running (re-queued) jobs; %d recent finished",
-             c.queued, c.requeued, c.finished);
+    size_t full, at_rest;
+    jobs_lock(h->jobs);
+    jobs_memory(h->jobs, &full, &at_rest);
+    jobs_unlock(h->jobs);
+    log_info(MOD,
+             "recovered %d queued and %d running (re-queued) jobs; %d recent finished; "
+             "%zu held at rest (compact), %zu in full",
+             c.queued, c.requeued, c.finished, at_rest, full);
+    if (c.queued + c.requeued > 0)
+        atomic_store(&trim_state, 1);
     return 0;
 }

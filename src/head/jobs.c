@@ -1,10 +1,13 @@
-/* jobs.c: the in-memory job table (see jobs.h): a chained hash on the id and a
- * second one on (tenant, idempotency key). */
+/* jobs.c: the in-memory job table (see jobs.h): a chained hash on the id for
+ * the jobs held in full (struct hjob), a second one for the queued jobs at
+ * rest held compactly (struct cjob), and a third on (tenant, idempotency key). */
 #include "head/jobs.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "common/alloc.h"
@@ -18,10 +21,52 @@ struct idem_entry {
     char key[REC_IDEM_MAX];
 };
 
+/* Jobs at rest live in slabs: big blocks filled in order, each freed when
+ * its last job leaves. So they are dense — no allocator header each, and no
+ * interleaving with the short-lived allocations made around them (the
+ * scheduler's messages on a restart), whose holes would otherwise stay
+ * resident between them. Slabs are mapped on their own (not from the
+ * allocator's heap) so an empty one goes back to the system at once. */
+#define SLAB_BYTES (1u << 20)
+
+struct slab {
+    struct slab *prev, *next;
+    size_t size;                /* of the mapping */
+    size_t used, live;          /* bytes handed out; jobs still in it */
+    _Alignas(16) char data[];
+};
+
+/* A queued job at rest, in about a sixth of a struct hjob: only what such a
+ * job can hold (freezable and rec_restable say which jobs qualify: every
+ * other field of their record is zero or empty). Names are interned in the table; the
+ * idempotency key is kept only when there is one; the body hash as its 32
+ * bytes. Counted in the table's counts as queued (acct_*), never on the timed
+ * list, nobody waits on it. */
+struct cjob {
+    uint64_t id;
+    int64_t tenant_id;
+    const char *capability, *model, *tenant_name; /* interned (jobs.names) */
+    uint32_t width, height, steps, frames;
+    int64_t deadline_ms, timeout_ms, created_ms, order_ns, acct_cost_ms;
+    double cost_s, tag_s;
+    uint64_t version;
+    int32_t acct_queue;
+    uint32_t idem_at;           /* the idempotency key's offset in text; 0 = none */
+    uint8_t lane, tier, admitted, has_hash, has_params;
+    uint8_t body_hash[32];
+    struct cjob *next;          /* hash chain */
+    struct slab *slab;          /* where it lives */
+    char text[];                /* params_json ("" when none), NUL, [idem_key, NUL] */
+};
+
 struct jobs {
     pthread_mutex_t lock;
     struct hjob **buckets;
     size_t nbuckets, count;
+    struct cjob **cbuckets;     /* the jobs at rest (struct cjob), by id */
+    size_t ncbuckets, ccount;
+    struct slab *slabs;         /* newest first; slabs->used grows */
+    struct hashmap names;       /* interned capability, model and tenant names */
     struct idem_entry **ibuckets;
     size_t nibuckets, icount;
     uint64_t next_id;
@@ -61,8 +106,11 @@ struct jobs *jobs_create(void)
     t->buckets = xcalloc(t->nbuckets, sizeof *t->buckets);
     t->nibuckets = 256;
     t->ibuckets = xcalloc(t->nibuckets, sizeof *t->ibuckets);
+    t->ncbuckets = 1024;
+    t->cbuckets = xcalloc(t->ncbuckets, sizeof *t->cbuckets);
     t->next_id = 1;
     hashmap_init(&t->qmap);
+    hashmap_init(&t->names);
     return t;
 }
 
@@ -80,15 +128,15 @@ static void timed_unlink(struct jobs *t, struct hjob *j)
     j->timed = false;
 }
 
-/* The index of j's queue group, created on first use. */
-static int queue_of(struct jobs *t, const struct hjob *j)
+/* The index of r's queue group, created on first use. */
+static int queue_of(struct jobs *t, const struct job_rec *r)
 {
     char key[REC_NAME_MAX + 1 + sizeof(int64_t)];
-    size_t n = strnlen(j->rec.capability, REC_NAME_MAX - 1);
-    memcpy(key, j->rec.capability, n);
-    key[n++] = (char)j->rec.lane;
-    memcpy(key + n, &j->rec.tenant_id, sizeof j->rec.tenant_id);
-    n += sizeof j->rec.tenant_id;
+    size_t n = strnlen(r->capability, REC_NAME_MAX - 1);
+    memcpy(key, r->capability, n);
+    key[n++] = (char)r->lane;
+    memcpy(key + n, &r->tenant_id, sizeof r->tenant_id);
+    n += sizeof r->tenant_id;
     uintptr_t at = (uintptr_t)hashmap_get(&t->qmap, key, n);
     if (at)
         return (int)(at - 1);
@@ -98,9 +146,9 @@ static int queue_of(struct jobs *t, const struct hjob *j)
     }
     struct jobs_queue *q = &t->queues[t->nqueues];
     memset(q, 0, sizeof *q);
-    memcpy(q->capability, j->rec.capability, n - 1 - sizeof j->rec.tenant_id);
-    q->lane = j->rec.lane;
-    q->tenant_id = j->rec.tenant_id;
+    memcpy(q->capability, r->capability, n - 1 - sizeof r->tenant_id);
+    q->lane = r->lane;
+    q->tenant_id = r->tenant_id;
     hashmap_put(&t->qmap, key, n, (void *)(uintptr_t)(t->nqueues + 1));
     return t->nqueues++;
 }
@@ -125,7 +173,7 @@ static void account(struct jobs *t, struct hjob *j, bool gone)
         return;
     t->states[st]++;
     if (st == LC_QUEUED) {
-        j->acct_queue = queue_of(t, j);
+        j->acct_queue = queue_of(t, &j->rec);
         j->acct_cost_ms = j->rec.cost_s > 0 ? (int64_t)(j->rec.cost_s * 1000 + 0.5) : 0;
         t->queues[j->acct_queue].depth++;
         t->queues[j->acct_queue].backlog_ms += j->acct_cost_ms;
@@ -202,10 +250,20 @@ void jobs_destroy(struct jobs *t)
             free(e);
         }
     }
+    for (struct slab *b = t->slabs, *next; b; b = next) {
+        next = b->next;
+        munmap(b, b->size);
+    }
+    size_t pos = 0;
+    void *name;
+    while (hashmap_next(&t->names, &pos, NULL, NULL, &name))
+        free(name);
     free(t->buckets);
     free(t->ibuckets);
+    free(t->cbuckets);
     free(t->queues);
     hashmap_fini(&t->qmap);
+    hashmap_fini(&t->names);
     pthread_mutex_destroy(&t->lock);
     free(t);
 }
@@ -220,11 +278,16 @@ void jobs_unlock(struct jobs *t)
     pthread_mutex_unlock(&t->lock);
 }
 
+static struct hjob *thaw(struct jobs *t, struct cjob **pc);
+
 struct hjob *jobs_find(struct jobs *t, uint64_t id)
 {
     for (struct hjob *j = t->buckets[mix64(id) & (t->nbuckets - 1)]; j; j = j->next)
         if (j->rec.id == id)
             return j;
+    for (struct cjob **pc = &t->cbuckets[mix64(id) & (t->ncbuckets - 1)]; *pc; pc = &(*pc)->next)
+        if ((*pc)->id == id)
+            return thaw(t, pc);
     return NULL;
 }
 
@@ -273,42 +336,350 @@ static void grow_idem(struct jobs *t)
     t->nibuckets = n;
 }
 
-struct hjob *jobs_insert(struct jobs *t, struct job_rec *rec)
+/* Indexes a new job's idempotency key and moves next_id past its id. */
+static void index_rec(struct jobs *t, const struct job_rec *r)
+{
+    if (r->idem_key[0]) {
+        if (t->icount + 1 > t->nibuckets)
+            grow_idem(t);
+        struct idem_entry *e = xcalloc(1, sizeof *e);
+        e->tenant_id = r->tenant_id;
+        e->job_id = r->id;
+        memcpy(e->key, r->idem_key, sizeof e->key);
+        size_t ih = idem_hash(e->tenant_id, e->key) & (t->nibuckets - 1);
+        e->next = t->ibuckets[ih];
+        t->ibuckets[ih] = e;
+        t->icount++;
+    }
+    if (r->id >= t->next_id)
+        t->next_id = r->id + 1;
+}
+
+/* A new struct hjob, linked in the id hash (not yet counted: acct_state -1). */
+static struct hjob *hot_new(struct jobs *t)
 {
     if (t->count + 1 > t->nbuckets)
         grow(t);
     struct hjob *j = xcalloc(1, sizeof *j);
     j->acct_state = -1;
     j->acct_queue = -1;
-    j->rec = *rec;
-    rec->params_json = NULL;
-    rec->attempts = NULL;
-    rec->nattempts = 0;
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&j->changed, &ca);
     pthread_condattr_destroy(&ca);
+    return j;
+}
+
+static void hot_link(struct jobs *t, struct hjob *j)
+{
     size_t h = mix64(j->rec.id) & (t->nbuckets - 1);
     j->next = t->buckets[h];
     t->buckets[h] = j;
     t->count++;
-    if (j->rec.idem_key[0]) {
-        if (t->icount + 1 > t->nibuckets)
-            grow_idem(t);
-        struct idem_entry *e = xcalloc(1, sizeof *e);
-        e->tenant_id = j->rec.tenant_id;
-        e->job_id = j->rec.id;
-        memcpy(e->key, j->rec.idem_key, sizeof e->key);
-        size_t ih = idem_hash(e->tenant_id, e->key) & (t->nibuckets - 1);
-        e->next = t->ibuckets[ih];
-        t->ibuckets[ih] = e;
-        t->icount++;
-    }
-    if (j->rec.id >= t->next_id)
-        t->next_id = j->rec.id + 1;
+}
+
+struct hjob *jobs_insert(struct jobs *t, struct job_rec *rec)
+{
+    struct hjob *j = hot_new(t);
+    j->rec = *rec;
+    rec->params_json = NULL;
+    rec->attempts = NULL;
+    rec->nattempts = 0;
+    hot_link(t, j);
+    index_rec(t, &j->rec);
     jobs_retrack(t, j);
     return j;
+}
+
+/* ---- jobs at rest (struct cjob) ---- */
+
+static const char *intern(struct jobs *t, const char *name)
+{
+    char *v = hashmap_get_str(&t->names, name);
+    if (!v) {
+        v = xstrdup(name);
+        hashmap_put_str(&t->names, v, v);
+    }
+    return v;
+}
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* The body hash as 32 bytes: true when it is 64 lowercase hex digits (what
+ * the API writes); then hex_of gives back the same text. */
+static bool hash_pack(const char *hex, uint8_t out[32])
+{
+    for (int i = 0; i < 32; i++) {
+        int hi = hexval(hex[2 * i]), lo = hi < 0 ? -1 : hexval(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return false;
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return hex[64] == '\0';
+}
+
+static void hash_unpack(const uint8_t in[32], char hex[REC_HASH_HEX])
+{
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 0; i < 32; i++) {
+        hex[2 * i] = digits[in[i] >> 4];
+        hex[2 * i + 1] = digits[in[i] & 15];
+    }
+    hex[64] = '\0';
+}
+
+/* Whether a committed job with record r can rest as a struct cjob with
+ * nothing lost: queued and never attempted, and every field a cjob leaves
+ * out zero or empty. */
+static bool rec_restable(const struct job_rec *r)
+{
+    const struct lc_job *lc = &r->lc;
+    uint8_t hash[32];
+    return lc->state == LC_QUEUED && lc->attempt == 0 && lc->failures == 0 && !lc->worker[0] &&
+           lc->nfailed == 0 && lc->assigned_ns == 0 && lc->started_ms == 0 &&
+           lc->lease_until_ns == 0 && lc->run_deadline_ns == 0 && lc->deadline_ms == 0 &&
+           r->phase == PHASE_NONE && r->progress == 0 && !r->error_class[0] &&
+           !r->error_message[0] && !r->result_type[0] && r->result_bytes == 0 &&
+           r->started_ms == 0 && r->finished_ms == 0 && r->eta_start_ms == 0 &&
+           r->eta_finish_ms == 0 && !r->waiting_reason[0] && r->nattempts == 0 &&
+           !r->attempts && (!r->body_hash[0] || hash_pack(r->body_hash, hash));
+}
+
+/* ... and j besides: committed, counted as queued, nobody waiting on or
+ * watching it, not on the timed list (a queued job there has a deadline). */
+static bool freezable(const struct hjob *j)
+{
+    return j->committed && !j->completing && !j->timed && !j->watchers && !j->waiters &&
+           j->acct_state == LC_QUEUED && rec_restable(&j->rec);
+}
+
+static void grow_cold(struct jobs *t)
+{
+    size_t n = t->ncbuckets * 2;
+    struct cjob **b = xcalloc(n, sizeof *b);
+    for (size_t i = 0; i < t->ncbuckets; i++) {
+        struct cjob *c = t->cbuckets[i], *next;
+        for (; c; c = next) {
+            next = c->next;
+            size_t h = mix64(c->id) & (n - 1);
+            c->next = b[h];
+            b[h] = c;
+        }
+    }
+    free(t->cbuckets);
+    t->cbuckets = b;
+    t->ncbuckets = n;
+}
+
+/* Unlinks j from the id hash (it is there). */
+static void hot_unlink(struct jobs *t, struct hjob *j)
+{
+    struct hjob **pj = &t->buckets[mix64(j->rec.id) & (t->nbuckets - 1)];
+    while (*pj != j)
+        pj = &(*pj)->next;
+    *pj = j->next;
+    t->count--;
+}
+
+static struct slab *slab_map(size_t size)
+{
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (p == MAP_FAILED) {
+        fprintf(stderr, "gpuq: out of memory mapping %zu bytes\n", size);
+        abort();
+    }
+    return p;
+}
+
+/* Room for n bytes at rest (16-aligned), in the newest slab or a new one;
+ * the cjob header zeroed. */
+static struct cjob *slab_alloc(struct jobs *t, size_t n)
+{
+    n = (n + 15) & ~(size_t)15;
+    struct slab *b = t->slabs;
+    if (!b || b->used + n > SLAB_BYTES - sizeof *b) {
+        if (b && b->live == 0) { /* empty (emptied while newest): not kept behind */
+            t->slabs = b->next;
+            if (t->slabs)
+                t->slabs->prev = NULL;
+            munmap(b, b->size);
+        }
+        size_t size = n + sizeof *b > SLAB_BYTES ? n + sizeof *b : SLAB_BYTES;
+        b = slab_map(size);
+        b->size = size;
+        b->prev = NULL;
+        b->next = t->slabs;
+        b->used = b->live = 0;
+        if (t->slabs)
+            t->slabs->prev = b;
+        t->slabs = b;
+    }
+    struct cjob *c = (struct cjob *)(b->data + b->used);
+    b->used += n;
+    b->live++;
+    memset(c, 0, sizeof *c);
+    c->slab = b;
+    return c;
+}
+
+/* A job left rest: its slab goes once empty (the newest stays to be filled). */
+static void slab_release(struct jobs *t, struct cjob *c)
+{
+    struct slab *b = c->slab;
+    if (--b->live > 0)
+        return;
+    if (b == t->slabs) {
+        b->used = 0; /* empty: filled again from the start */
+        return;
+    }
+    if (b->prev)
+        b->prev->next = b->next;
+    if (b->next)
+        b->next->prev = b->prev;
+    munmap(b, b->size);
+}
+
+/* A cjob for r (rec_restable), linked in the cold hash, with the counts it
+ * carries; one allocation, params and key in its tail. */
+static struct cjob *cold_add(struct jobs *t, const struct job_rec *r, uint64_t version,
+                             int acct_queue, int64_t acct_cost_ms)
+{
+    if (t->ccount + 1 > t->ncbuckets)
+        grow_cold(t);
+    size_t plen = r->params_json ? strlen(r->params_json) : 0;
+    size_t klen = r->idem_key[0] ? strnlen(r->idem_key, REC_IDEM_MAX - 1) + 1 : 0;
+    struct cjob *c = slab_alloc(t, sizeof *c + plen + 1 + klen);
+    c->id = r->id;
+    c->tenant_id = r->tenant_id;
+    c->capability = intern(t, r->capability);
+    c->model = intern(t, r->model);
+    c->tenant_name = intern(t, r->tenant_name);
+    c->has_params = r->params_json != NULL;
+    memcpy(c->text, r->params_json ? r->params_json : "", plen + 1);
+    if (klen) {
+        c->idem_at = (uint32_t)(plen + 1);
+        memcpy(c->text + c->idem_at, r->idem_key, klen - 1);
+        c->text[c->idem_at + klen - 1] = '\0';
+    }
+    c->width = r->width;
+    c->height = r->height;
+    c->steps = r->steps;
+    c->frames = r->frames;
+    c->deadline_ms = r->lc.deadline_ms;
+    c->timeout_ms = r->lc.timeout_ms;
+    c->created_ms = r->created_ms;
+    c->order_ns = r->order_ns;
+    c->acct_cost_ms = acct_cost_ms;
+    c->cost_s = r->cost_s;
+    c->tag_s = r->tag_s;
+    c->version = version;
+    c->acct_queue = acct_queue;
+    c->lane = (uint8_t)r->lane;
+    c->tier = (uint8_t)r->tier;
+    c->admitted = r->admitted;
+    c->has_hash = r->body_hash[0] != '\0';
+    if (c->has_hash)
+        hash_pack(r->body_hash, c->body_hash);
+    size_t h = mix64(c->id) & (t->ncbuckets - 1);
+    c->next = t->cbuckets[h];
+    t->cbuckets[h] = c;
+    t->ccount++;
+    return c;
+}
+
+bool jobs_freeze(struct jobs *t, struct hjob *j)
+{
+    if (!freezable(j))
+        return false;
+    cold_add(t, &j->rec, j->version, j->acct_queue, j->acct_cost_ms);
+    hot_unlink(t, j);
+    free_job(j);
+    return true;
+}
+
+bool jobs_insert_at_rest(struct jobs *t, struct job_rec *rec)
+{
+    if (!rec_restable(rec))
+        return false;
+    int q = queue_of(t, rec);
+    int64_t cost_ms = rec->cost_s > 0 ? (int64_t)(rec->cost_s * 1000 + 0.5) : 0;
+    cold_add(t, rec, 0, q, cost_ms);
+    t->states[LC_QUEUED]++;
+    t->queues[q].depth++;
+    t->queues[q].backlog_ms += cost_ms;
+    index_rec(t, rec);
+    job_rec_free_fields(rec);
+    return true;
+}
+
+/* snprintf(dst, size, "%s", src) without the formatting machinery: this
+ * runs for every resting job a jobs_foreach shows. */
+static void copy_str(char *dst, size_t size, const char *src)
+{
+    size_t n = strnlen(src, size - 1);
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+/* The record a cjob stands for, into r (zeroed by the caller once: only the
+ * fields a cjob holds are written). params_json points into c (borrowed). */
+static void cold_fill(const struct cjob *c, struct job_rec *r)
+{
+    r->id = c->id;
+    r->tenant_id = c->tenant_id;
+    copy_str(r->capability, sizeof r->capability, c->capability);
+    copy_str(r->model, sizeof r->model, c->model);
+    copy_str(r->tenant_name, sizeof r->tenant_name, c->tenant_name);
+    r->params_json = c->has_params ? (char *)c->text : NULL;
+    copy_str(r->idem_key, sizeof r->idem_key, c->idem_at ? c->text + c->idem_at : "");
+    if (c->has_hash)
+        hash_unpack(c->body_hash, r->body_hash);
+    else
+        r->body_hash[0] = '\0';
+    r->width = c->width;
+    r->height = c->height;
+    r->steps = c->steps;
+    r->frames = c->frames;
+    r->lane = (enum job_lane)c->lane;
+    r->tier = (enum job_tier)c->tier;
+    r->lc.state = LC_QUEUED;
+    r->lc.deadline_ms = c->deadline_ms;
+    r->lc.timeout_ms = c->timeout_ms;
+    r->created_ms = c->created_ms;
+    r->order_ns = c->order_ns;
+    r->cost_s = c->cost_s;
+    r->tag_s = c->tag_s;
+    r->admitted = c->admitted;
+}
+
+/* Brings the job at *pc back in full (its counts carry over unchanged). */
+static struct hjob *thaw(struct jobs *t, struct cjob **pc)
+{
+    struct cjob *c = *pc;
+    *pc = c->next;
+    t->ccount--;
+    struct hjob *j = hot_new(t);
+    cold_fill(c, &j->rec);
+    if (j->rec.params_json)
+        j->rec.params_json = xstrdup(j->rec.params_json);
+    j->committed = true;
+    j->version = c->version;
+    j->acct_state = LC_QUEUED;
+    j->acct_queue = c->acct_queue;
+    j->acct_cost_ms = c->acct_cost_ms;
+    hot_link(t, j);
+    slab_release(t, c);
+    return j;
+}
+
+void jobs_memory(struct jobs *t, size_t *full, size_t *at_rest)
+{
+    *full = t->count;
+    *at_rest = t->ccount;
 }
 
 static void fire_watchers(struct hjob *j)
@@ -411,6 +782,8 @@ int jobs_sweep(struct jobs *t, int64_t cutoff_ms, int64_t idem_cutoff_ms)
                 free_job(j);
                 t->count--;
                 dropped++;
+            } else if (jobs_freeze(t, j)) {
+                /* at rest now: *pj is already j's successor */
             } else {
                 pj = &j->next;
             }
@@ -465,6 +838,23 @@ void jobs_foreach(struct jobs *t, void (*fn)(void *arg, const struct hjob *j), v
         for (struct hjob *j = t->buckets[i]; j; j = j->next)
             if (j->committed)
                 fn(arg, j);
+    if (!t->ccount)
+        return;
+    /* Jobs at rest are shown to fn through one scratch struct hjob: every
+     * field a cjob leaves out is zero in all of them. */
+    struct hjob *tmp = xcalloc(1, sizeof *tmp);
+    tmp->committed = true;
+    tmp->acct_state = LC_QUEUED;
+    for (size_t i = 0; i < t->ncbuckets; i++) {
+        for (struct cjob *c = t->cbuckets[i]; c; c = c->next) {
+            cold_fill(c, &tmp->rec);
+            tmp->version = c->version;
+            tmp->acct_queue = c->acct_queue;
+            tmp->acct_cost_ms = c->acct_cost_ms;
+            fn(arg, tmp);
+        }
+    }
+    free(tmp);
 }
 
 void jobs_set_next_id(struct jobs *t, uint64_t next)

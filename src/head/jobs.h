@@ -80,11 +80,14 @@ void jobs_remove(struct jobs *t, struct hjob *j);
 /* Drops finished jobs that nobody waits on, finished before cutoff_ms — or,
  * for a job with an idempotency key, before idem_cutoff_ms (a replay of the
  * key finds its job while it is in memory). Reads fall back to the store.
- * Returns how many. Lock held. */
+ * Puts queued jobs that qualify at rest (jobs_freeze). Returns how many it
+ * dropped. Lock held. */
 int jobs_sweep(struct jobs *t, int64_t cutoff_ms, int64_t idem_cutoff_ms);
 /* Wakes every waiter and watcher for good: jobs_wait returns at once from now on. */
 void jobs_shutdown(struct jobs *t);
-/* Calls fn for every committed job (lock held; fn must not change the table). */
+/* Calls fn for every committed job (lock held; fn must not change the table —
+ * nor call jobs_find, which brings a resting job back in full). Resting jobs
+ * are shown through one scratch struct hjob, valid during the call only. */
 void jobs_foreach(struct jobs *t, void (*fn)(void *arg, const struct hjob *j), void *arg);
 
 /* The timed list: every job whose life time alone can change — running
@@ -113,6 +116,23 @@ struct jobs_queue {
  * never a pass over the jobs. Returns the number of groups. */
 int jobs_queue_stats(struct jobs *t, long long states[JOB_NSTATES], struct jobs_queue **v,
                      int *cap);
+
+/* Jobs at rest. A queued job nobody waits on or watches, never attempted,
+ * not on the timed list, is kept compactly (about a sixth of a struct hjob:
+ * names interned, no fixed-size buffers for what such a job leaves empty);
+ * that is how a deep queue fits in memory (issue 20: <= 1 KiB a queued job).
+ * It stays in the counts as queued. jobs_find brings it back in full, so to
+ * callers it is an ordinary job; the pointer is then valid while the lock is
+ * held, as always. jobs_freeze puts j at rest if it qualifies (lock held; j
+ * is freed: the caller drops its pointer) and says whether it did;
+ * jobs_sweep puts every qualifying job at rest; jobs_foreach shows jobs at
+ * rest too. jobs_memory: how many jobs are held in full and at rest. */
+bool jobs_freeze(struct jobs *t, struct hjob *j);
+/* Recovery: a job the store holds goes straight to rest, counted, if it
+ * qualifies — no struct hjob is made — taking what rec owns; false (rec
+ * untouched) when it does not: jobs_insert it. */
+bool jobs_insert_at_rest(struct jobs *t, struct job_rec *rec);
+void jobs_memory(struct jobs *t, size_t *full, size_t *at_rest);
 
 /* Assigns job ids: ids are unique and increasing across restarts. */
 void jobs_set_next_id(struct jobs *t, uint64_t next);

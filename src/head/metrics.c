@@ -457,6 +457,15 @@ static void render_queues(struct head *h, struct buf *b)
         put_i64(b, states[s]);
         buf_append(b, "\n", 1);
     }
+    size_t full, at_rest;
+    jobs_lock(h->jobs);
+    jobs_memory(h->jobs, &full, &at_rest);
+    jobs_unlock(h->jobs);
+    header(b, "gpuq_jobs_at_rest", "gauge",
+           "Queued jobs held compactly in memory (nobody waits on them; issue 20).");
+    buf_puts(b, "gpuq_jobs_at_rest ");
+    put_i64(b, (int64_t)at_rest);
+    buf_append(b, "\n", 1);
     /* Tenant names once per group (a lookup each), then two families. */
     char(*tenants)[REC_NAME_MAX] = n ? xcalloc((size_t)n, REC_NAME_MAX) : NULL;
     for (int i = 0; i < n; i++) {

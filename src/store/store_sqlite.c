@@ -152,8 +152,10 @@ static int step_reset(struct store_sqlite *s, enum stmt_id id)
     sqlite3_stmt *st = s->st[id];
     int rc = sqlite3_step(st);
     int err = map_rc(s->wdb, rc, stmt_sql[id]);
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
+    if (st) {
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+    }
     return err;
 }
 
@@ -400,8 +402,10 @@ static int sq_tenant_update(struct store *s, const struct tenant_rec *t)
 
 static void copy_col(sqlite3_stmt *st, int i, char *dst, size_t size)
 {
-    const unsigned char *v = sqlite3_column_text(st, i);
-    snprintf(dst, size, "%s", v ? (const char *)v : "");
+    const char *v = (const char *)sqlite3_column_text(st, i);
+    size_t n = v ? strnlen(v, size - 1) : 0;
+    memcpy(dst, v ? v : "", n);
+    dst[n] = '\0';
 }
 
 static void row_to_job(sqlite3_stmt *st, struct job_rec *j)
@@ -444,14 +448,22 @@ static void row_to_job(sqlite3_stmt *st, struct job_rec *j)
     j->lc.timeout_ms = sqlite3_column_int64(st, i++);
 }
 
-/* Reads a job's attempt history on the read connection (its lock held). */
-static int read_attempts(sqlite3 *db, struct job_rec *j)
+/* Reads a job's attempt history on the read connection (its lock held).
+ * *cached: the statement, prepared on first use and kept for the next job
+ * (the caller finalizes it); a pass over many jobs prepares it once. A job
+ * never attempted (lc.attempt 0) has no history: no query at all — on a
+ * restart with a deep queue that is nearly every row. */
+static int read_attempts(sqlite3 *db, sqlite3_stmt **cached, struct job_rec *j)
 {
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db,
+    if (j->lc.attempt == 0)
+        return 0;
+    int rc = SQLITE_OK;
+    if (!*cached)
+        rc = sqlite3_prepare_v2(db,
                                 "SELECT n, worker, started_ms, ended_ms, outcome, error_class,"
                                 " error FROM attempts WHERE job_id = ?1 ORDER BY n",
-                                -1, &st, NULL);
+                                -1, cached, NULL);
+    sqlite3_stmt *st = *cached;
     int err = map_rc(db, rc, "attempts");
     if (!err) {
         sqlite3_bind_int64(st, 1, (sqlite3_int64)j->id);
@@ -470,7 +482,10 @@ static int read_attempts(sqlite3 *db, struct job_rec *j)
         }
         err = map_rc(db, rc, "attempts");
     }
-    sqlite3_finalize(st);
+    if (st) {
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+    }
     return err;
 }
 
@@ -500,6 +515,7 @@ struct cb_pair {
     void *arg;
     int count;
     sqlite3 *db;          /* job rows: where their attempts are read */
+    sqlite3_stmt *att;    /* job rows: the attempts query (read_attempts) */
 };
 
 static void tenant_row(sqlite3_stmt *st, void *arg)
@@ -565,7 +581,7 @@ static void job_row(sqlite3_stmt *st, void *arg)
     struct cb_pair *p = arg;
     struct job_rec j;
     row_to_job(st, &j);
-    read_attempts(p->db, &j);
+    read_attempts(p->db, &p->att, &j);
     p->count++;
     ((store_job_cb)p->cb)(p->arg, &j);
 }
@@ -577,11 +593,15 @@ static void bind_since(sqlite3_stmt *st, const void *arg)
 
 static int sq_load_jobs(struct store *s, int64_t since_ms, store_job_cb cb, void *arg)
 {
-    struct cb_pair p = {(void *)cb, arg, 0, ss(s)->rdb};
-    return read_query(ss(s),
-                      "SELECT " JOB_COLS " FROM jobs WHERE state < 2 UNION ALL SELECT " JOB_COLS
-                      " FROM jobs WHERE state >= 2 AND finished_ms >= ?1 ORDER BY id",
-                      bind_since, &since_ms, job_row, &p);
+    struct cb_pair p = {(void *)cb, arg, 0, ss(s)->rdb, NULL};
+    int err = read_query(ss(s),
+                         "SELECT " JOB_COLS " FROM jobs WHERE state < 2 UNION ALL SELECT " JOB_COLS
+                         " FROM jobs WHERE state >= 2 AND finished_ms >= ?1 ORDER BY id",
+                         bind_since, &since_ms, job_row, &p);
+    pthread_mutex_lock(&ss(s)->rlock);
+    sqlite3_finalize(p.att);
+    pthread_mutex_unlock(&ss(s)->rlock);
+    return err;
 }
 
 struct one_job {
@@ -593,8 +613,10 @@ struct one_job {
 static void one_job_row(sqlite3_stmt *st, void *arg)
 {
     struct one_job *o = arg;
+    sqlite3_stmt *att = NULL;
     row_to_job(st, o->out);
-    read_attempts(o->db, o->out);
+    read_attempts(o->db, &att, o->out);
+    sqlite3_finalize(att);
     o->found = 1;
 }
 
@@ -629,12 +651,16 @@ static void bind_filter(sqlite3_stmt *st, const void *arg)
 static int sq_job_list(struct store *s, const struct store_list_filter *f, store_job_cb cb,
                        void *arg)
 {
-    struct cb_pair p = {(void *)cb, arg, 0, ss(s)->rdb};
-    return read_query(ss(s),
-                      "SELECT " JOB_COLS " FROM jobs WHERE tenant_id = ?1 AND id < ?2"
-                      " AND (?3 < 0 OR state = ?3) AND (?4 IS NULL OR capability = ?4)"
-                      " ORDER BY id DESC LIMIT ?5",
-                      bind_filter, f, job_row, &p);
+    struct cb_pair p = {(void *)cb, arg, 0, ss(s)->rdb, NULL};
+    int err = read_query(ss(s),
+                         "SELECT " JOB_COLS " FROM jobs WHERE tenant_id = ?1 AND id < ?2"
+                         " AND (?3 < 0 OR state = ?3) AND (?4 IS NULL OR capability = ?4)"
+                         " ORDER BY id DESC LIMIT ?5",
+                         bind_filter, f, job_row, &p);
+    pthread_mutex_lock(&ss(s)->rlock);
+    sqlite3_finalize(p.att);
+    pthread_mutex_unlock(&ss(s)->rlock);
+    return err;
 }
 
 static void served_row(sqlite3_stmt *st, void *arg)
