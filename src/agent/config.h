@@ -50,6 +50,8 @@ struct agent_config {
     int sim_gpus;                /* > 0: simulate this many GPUs (no NVML); default 0 = auto */
     int concurrency;             /* jobs at once per GPU; default 1 */
     int heartbeat_ms;            /* until the head's register answer says; default 2000 */
+    int busy_heartbeat_ms;       /* from the head (preemption on): while a worker holds
+                                  * work; 0 = heartbeat_ms */
     int telemetry_ms;            /* local GPU sampling period; default 250 */
     int ping_interval_ms;        /* default 1000 */
     int ping_timeout_ms;         /* unanswered ping → kill and restart; default 10000 */

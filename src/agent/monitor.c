@@ -246,6 +246,14 @@ static void do_register(struct agent *a, struct worker *w, struct http_client *h
             a->cfg.heartbeat_ms = (int)json_integer_value(hb);
             pthread_mutex_unlock(&a->mu);
         }
+        json_t *bhb = json_object_get(answer, "busy_heartbeat_ms");
+        pthread_mutex_lock(&a->mu);
+        a->cfg.busy_heartbeat_ms =
+            json_is_integer(bhb) && json_integer_value(bhb) >= 50 &&
+                    json_integer_value(bhb) <= 600000
+                ? (int)json_integer_value(bhb)
+                : 0;
+        pthread_mutex_unlock(&a->mu);
         pthread_mutex_lock(&w->mu);
         w->registered = true;
         pthread_cond_broadcast(&w->cv);
@@ -329,31 +337,51 @@ static void heartbeat(struct agent *a, struct worker *w, struct http_client *hc,
     json_decref(answer);
 }
 
+/* Some worker holds work (assigned or running). */
+static bool any_busy(struct agent *a)
+{
+    bool busy = false;
+    for (int i = 0; i < a->nworkers && !busy; i++) {
+        struct worker *w = a->workers[i];
+        pthread_mutex_lock(&w->mu);
+        busy = w->held > 0;
+        pthread_mutex_unlock(&w->mu);
+    }
+    return busy;
+}
+
 void *monitor_main(void *arg)
 {
     struct agent *a = arg;
     struct http_client hc;
     http_client_init(&hc, a->head_url, a->token);
-    int64_t next_hb = 0;
+    int64_t last_hb = INT64_MIN / 2;
     pthread_mutex_lock(&a->mu);
     while (!a->stop) {
         bool kicked = a->kick;
         a->kick = false;
         int hb_ms = a->cfg.heartbeat_ms;
+        int busy_ms = a->cfg.busy_heartbeat_ms;
         int tel_ms = a->cfg.telemetry_ms;
         pthread_mutex_unlock(&a->mu);
+        if (busy_ms > 0 && busy_ms < hb_ms && any_busy(a))
+            hb_ms = busy_ms;
 
         int64_t now = clock_mono_ns();
         sample(a, now);
-        if (kicked || now >= next_hb) {
+        if (kicked || now >= last_hb + (int64_t)hb_ms * NS_PER_MS) {
             for (int i = 0; i < a->nworkers; i++)
                 heartbeat(a, a->workers[i], &hc, now);
-            next_hb = clock_mono_ns() + (int64_t)hb_ms * NS_PER_MS;
+            last_hb = clock_mono_ns();
         }
 
         int64_t until = clock_mono_ns() + (int64_t)tel_ms * NS_PER_MS;
+        int64_t next_hb = last_hb + (int64_t)hb_ms * NS_PER_MS;
         if (next_hb < until)
             until = next_hb;
+        /* A worker that takes work shortens the beat: look again that soon. */
+        if (busy_ms > 0 && clock_mono_ns() + (int64_t)busy_ms * NS_PER_MS < until)
+            until = clock_mono_ns() + (int64_t)busy_ms * NS_PER_MS;
         int64_t wait_ns = until - clock_mono_ns();
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);

@@ -1092,8 +1092,22 @@ static void agent_register(struct ctx *c)
     head_worker_register(c->h, w);
     buf_puts(&c->resp->body, "{\"worker_id\":");
     json_put_string(&c->resp->body, w->id);
-    buf_printf(&c->resp->body, ",\"heartbeat_ms\":%d,\"ttl_ms\":%d}", c->h->cfg.heartbeat_ms,
+    buf_printf(&c->resp->body, ",\"heartbeat_ms\":%d,\"ttl_ms\":%d", c->h->cfg.heartbeat_ms,
                c->h->cfg.ttl_ms);
+    /* With preemption on, a preempted attempt's stop reaches its worker on
+     * the next heartbeat: while a worker holds work, the agent beats at the
+     * preemption bound (at least 50 ms, at most heartbeat_ms) so the GPU is
+     * handed to the interactive job about that soon, not heartbeat_ms later. */
+    double pre = c->h->cfg.sched.preempt_after_s;
+    if (pre > 0) {
+        long long ms = (long long)(pre * 1000);
+        if (ms < 50)
+            ms = 50;
+        if (ms > c->h->cfg.heartbeat_ms)
+            ms = c->h->cfg.heartbeat_ms;
+        buf_printf(&c->resp->body, ",\"busy_heartbeat_ms\":%lld", ms);
+    }
+    buf_puts(&c->resp->body, "}");
     free(w);
     reply_json(c, 200);
 }

@@ -104,3 +104,33 @@ def test_no_preemption_when_off(head_factory, tmp_path):
         assert bj["finished_ms"] <= ij["started_ms"] + 50
     finally:
         agent.stop()
+
+
+def test_preemption_reaches_a_worker_between_slow_heartbeats(head_factory, tmp_path):
+    """A preempted attempt's stop reaches its worker on a heartbeat. With
+    heartbeat_ms at 60 s, the head's register answer tells the agent to beat
+    at the preemption bound while a worker holds work, so the interactive job
+    still gets the GPU long before the batch job would have ended."""
+    long_ms = 40000
+    head = head_factory(config_text=HEAD_CONFIG.replace(
+        "heartbeat_ms = 200\nttl_ms = 5000", "heartbeat_ms = 60000\nttl_ms = 180000"))
+    agent = Agent(head, tmp_path, "slowbeat", gpus=1).start()
+    try:
+        agent.wait_ready()
+        c = Client(head.url, head.add_tenant("acme"))
+        bid = c.post("/v1/jobs", job("batch", "long", long_ms)).json()["id"]
+        bj = wait_until(lambda: (lambda j: j if j["state"] == "running" else None)(
+            c.get(f"/v1/jobs/{bid}").json()), 30 * SLOW, "the batch job to run")
+        iid = c.post("/v1/jobs", job("interactive", "quick", 100)).json()["id"]
+        ij = wait_until(lambda: (lambda j: j if j["state"] in ("succeeded", "failed", "dead")
+                                 else None)(c.get(f"/v1/jobs/{iid}?wait=5").json()),
+                        60 * SLOW, "the interactive job to end")
+        assert ij["state"] == "succeeded", ij
+        att = c.get(f"/v1/jobs/{bid}").json()["attempts"]
+        assert att[0]["outcome"] == "preempted", att
+        # The GPU changed hands long before the batch job would have ended
+        # (without the busy beat: 60 s on, after the batch job's 40 s).
+        assert ij["started_ms"] < att[0]["started_ms"] + long_ms / 2, (ij, att)
+        assert c.delete(f"/v1/jobs/{bid}").status == 200
+    finally:
+        agent.stop()
