@@ -101,7 +101,14 @@ static double eviction_cost(const struct sched *s, int model, int for_model, dou
      * reload (a burst of small jobs must not push out the main model). */
     if (m->info.cls != MODEL_UTILITY && s->models[for_model].info.cls == MODEL_UTILITY)
         share = 1.0;
-    return w * s->cfg.evict_weight * load * share;
+    /* A job longer than the victim's keeps the victim's jobs off this GPU
+     * for the rest of its run: that part of its run, beyond one victim job,
+     * is GPU time the victim's demand loses (seed7: a 75 s video job that
+     * loads onto an image GPU rather than wait for a video GPU takes that
+     * GPU from the image jobs; weighing only the reload, gpuq loaded video
+     * on 2x the GPUs affinity-ect did and image.fast waited). */
+    double displaced = run_s > victim_run ? run_s - victim_run : 0;
+    return w * s->cfg.evict_weight * (load * share + displaced);
 }
 
 /* Plans loading model on w's projected residents. Returns 0 and fills victims
