@@ -457,8 +457,8 @@ static void explain_reason(struct sched_explain *why)
 /* Full GPUs looked at when a decision would load a model (sched_decide). */
 #define HOLD_SCAN 32
 
-struct sworker *sched_decide(struct sched *s, struct sjob *j, int64_t now,
-                             struct sched_explain *why)
+static struct sworker *decide(struct sched *s, struct sjob *j, int64_t now,
+                              struct sched_explain *why)
 {
     const struct scap *cap = &s->caps[j->cap];
     memset(why, 0, sizeof(*why));
@@ -614,6 +614,16 @@ struct sworker *sched_decide(struct sched *s, struct sjob *j, int64_t now,
     snprintf(why->winner, sizeof(why->winner), "%s", why->cand[0].worker_id);
     explain_reason(why);
     return kept_w[0];
+}
+
+/* Rule 7's reference speed holds for one decision only: moves and front
+ * binding score one GPU against a placed job's own estimate, so none there. */
+struct sworker *sched_decide(struct sched *s, struct sjob *j, int64_t now,
+                             struct sched_explain *why)
+{
+    struct sworker *w = decide(s, j, now, why);
+    s->speed_ref = 0;
+    return w;
 }
 
 bool sched_rebalance_one(struct sched *s, struct sworker *f, int64_t now,
