@@ -133,6 +133,9 @@ struct sched {
     unsigned paused_lanes; /* bit 1 << lane: that lane's queued jobs are not placed */
     int64_t npromoted;     /* jobs moved to the front so far (orders the next one first) */
     struct sched_explain why; /* last explanation (valid until next mutation) */
+    /* The fastest open worker of the capability being decided (sched_decide;
+     * 0 elsewhere): rule 7 weighs displacement on slower GPUs less. */
+    double speed_ref;
     /* Why the interactive headroom last kept a batch job off a GPU (for the
      * explanation of a batch job no GPU took); "" when it did not. */
     char headroom_why[160];

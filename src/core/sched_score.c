@@ -79,7 +79,7 @@ static double demand_decay(const struct sched *s, const struct squeue *q, int64_
  * models resident while image jobs queued on seed7; evict_weight 0 made
  * zoo.json thrash: this weighs both.) */
 static double eviction_cost(const struct sched *s, int model, int for_model, double run_s,
-                            int64_t now)
+                            double speed, int64_t now)
 {
     const struct smodel *m = &s->models[model];
     double w = m->info.cls == MODEL_UTILITY ? 0.5 : 1.0;
@@ -101,7 +101,22 @@ static double eviction_cost(const struct sched *s, int model, int for_model, dou
      * reload (a burst of small jobs must not push out the main model). */
     if (m->info.cls != MODEL_UTILITY && s->models[for_model].info.cls == MODEL_UTILITY)
         share = 1.0;
-    return w * s->cfg.evict_weight * load * share;
+    /* A job longer than the victim's keeps the victim's jobs off this GPU
+     * for the rest of its run: that part of its run, beyond one victim job,
+     * is GPU time the victim's demand loses (seed7: a 75 s video job that
+     * loads onto an image GPU rather than wait for a video GPU takes that
+     * GPU from the image jobs; weighing only the reload, gpuq loaded video
+     * on 2x the GPUs affinity-ect did and image.fast waited). */
+    double displaced = run_s > victim_run ? run_s - victim_run : 0;
+    /* Speed goes to the short jobs (rule 7): the displaced time weighs less
+     * on a GPU slower than the decision's fastest, so a long job that must
+     * load takes a slow GPU and leaves the fast ones to the many short jobs
+     * that feel a 25% slower run as much per job as it does. */
+    if (displaced > 0 && s->speed_ref > speed) {
+        double r = speed / s->speed_ref;
+        displaced *= r * r * r * r;
+    }
+    return w * s->cfg.evict_weight * (load * share + displaced);
 }
 
 /* Plans loading model on w's projected residents. Returns 0 and fills victims
@@ -376,7 +391,7 @@ int sched_score_one(struct sched *s, struct sworker *w, const struct sjob *j, in
         c->speed = worker_speed(w);
         c->run_s = estimator_run_s(s->est, j->model, w->gpu_class, j->work) / c->speed;
         for (int k = 0; k < nv; k++)
-            c->evict_penalty_s += eviction_cost(s, w->proj_model[victims[k]], j->model, c->run_s, now);
+            c->evict_penalty_s += eviction_cost(s, w->proj_model[victims[k]], j->model, c->run_s, worker_speed(w), now);
         c->load_s = model_load_s(s, j->model);
     }
     c->speed = worker_speed(w);
@@ -442,8 +457,8 @@ static void explain_reason(struct sched_explain *why)
 /* Full GPUs looked at when a decision would load a model (sched_decide). */
 #define HOLD_SCAN 32
 
-struct sworker *sched_decide(struct sched *s, struct sjob *j, int64_t now,
-                             struct sched_explain *why)
+static struct sworker *decide(struct sched *s, struct sjob *j, int64_t now,
+                              struct sched_explain *why)
 {
     const struct scap *cap = &s->caps[j->cap];
     memset(why, 0, sizeof(*why));
@@ -455,6 +470,12 @@ struct sworker *sched_decide(struct sched *s, struct sjob *j, int64_t now,
     struct sworker *kept_w[SCHED_EXPLAIN_MAX];
     struct sched_candidate c;
     s->headroom_why[0] = '\0';
+    s->speed_ref = 0;
+    for (int i = 0; i < cap->nopen; i++) {
+        double sp = worker_speed(cap->open[i]);
+        if (sp > s->speed_ref)
+            s->speed_ref = sp;
+    }
     for (int i = 0; i < cap->nopen; i++) {
         struct sworker *w = cap->open[i];
         int rc = sched_score_one(s, w, j, now, &c);
@@ -593,6 +614,16 @@ struct sworker *sched_decide(struct sched *s, struct sjob *j, int64_t now,
     snprintf(why->winner, sizeof(why->winner), "%s", why->cand[0].worker_id);
     explain_reason(why);
     return kept_w[0];
+}
+
+/* Rule 7's reference speed holds for one decision only: moves and front
+ * binding score one GPU against a placed job's own estimate, so none there. */
+struct sworker *sched_decide(struct sched *s, struct sjob *j, int64_t now,
+                             struct sched_explain *why)
+{
+    struct sworker *w = decide(s, j, now, why);
+    s->speed_ref = 0;
+    return w;
 }
 
 bool sched_rebalance_one(struct sched *s, struct sworker *f, int64_t now,

@@ -3,7 +3,9 @@
  * VRAM, utility bursts that must not evict the generation model, late binding
  * (moves to a GPU that frees, and off a failed one), retries that leave the
  * GPU that failed them once another can run them, explanations, lost
- * workers, load-ratio tie-break, queue tiers. */
+ * workers, load-ratio tie-break, queue tiers, long jobs that wait for their
+ * model's GPU rather than push out a model in demand and take the slower GPU
+ * when they must. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1096,6 +1098,91 @@ static void test_start_now_within_the_wait(void **state)
     start_now_case(2.45, "gpu0", false);
 }
 
+/* gpu0 runs a 75 s video job (from 0); gpu1 holds image-v2. A second video
+ * job arrives at `at`. With image demand (image_demand), loading video on
+ * gpu1 would keep the image jobs off it for the rest of the video run: the
+ * job waits for gpu0, the video GPU, unless that wait is longer than the
+ * load and the displaced image time. Without image demand it loads at once. */
+static void long_job_case(double at, bool image_demand, const char *want)
+{
+    struct sched *s = mk_sched();
+    struct worker_info w;
+    mk_worker(&w, "gpu0", 32768);
+    load(&w, "video", 28672);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    mk_worker(&w, "gpu1", 32768);
+    load(&w, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    struct rec r = {0};
+    uint64_t id;
+    if (image_demand) {
+        add(s, 100, "image.fast", "image-v2", 1, 0);
+        assert_int_equal(sched_job_cancel(s, 100, 0), 0);
+    }
+    add(s, 1, "video", "video", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu0");
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    add(s, 2, "video", "video", 1, S(at));
+    assert_int_equal(sched_dispatch(s, S(at), on_placed, &r), 1);
+    assert_int_equal(r.job, 2);
+    assert_string_equal(r.worker, want);
+    const struct sched_candidate *c = cand_of(&r.why, "gpu1");
+    assert_false(c->warm);
+    /* Reload of image-v2 (5 s, paid in full by a longer job) plus the part
+     * of the 75 s run beyond one 2.5 s image job. */
+    assert_float_equal(c->evict_penalty_s, image_demand ? 5.0 + (75 - 2.5) : 0, 1e-6);
+    sched_destroy(s);
+}
+
+/* A long job does not load onto the GPU of a model in demand while a GPU
+ * holding its own model frees within the displaced time: at 40 s, waiting
+ * for gpu0 finishes at 110 s against 10 + 75 + 77.5 = 162.5 s on gpu1
+ * (weighing only the reload, 90 s: it loaded). */
+static void test_long_job_waits_rather_than_displace_a_model_in_demand(void **state)
+{
+    (void)state;
+    long_job_case(40, true, "gpu0");
+    long_job_case(0, true, "gpu0");   /* 150 s vs 162.5 s */
+    long_job_case(40, false, "gpu1"); /* nothing displaced: 85 s vs 110 s */
+}
+
+/* Rule 7: a long job that must push out a model in demand takes the slower
+ * GPU, leaving the fast one to the short jobs. Both GPUs hold image-v2 and
+ * image jobs were asked for; on the fast gpu0 the video job finishes at
+ * 10 + 75 + 5 + 72.5 = 162.5 s, on gpu1 (0.8) at 10 + 93.75 + 5 + 91.25 x
+ * 0.8^4 = 146.1 s (weighing displacement alike on both: 200 s, gpu0). The
+ * next image job still gets the fast GPU. */
+static void test_long_job_leaves_the_fast_gpu_to_short_jobs(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    struct worker_info w;
+    mk_worker(&w, "gpu0", 32768);
+    load(&w, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    mk_worker(&w, "gpu1", 32768);
+    load(&w, "image-v2", 22528);
+    w.speed = 0.8;
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    struct rec r = {0};
+    uint64_t id;
+    add(s, 100, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_job_cancel(s, 100, 0), 0);
+    add(s, 1, "video", "video", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu1");
+    const struct sched_candidate *slow = cand_of(&r.why, "gpu1"), *fast = cand_of(&r.why, "gpu0");
+    assert_float_equal(fast->evict_penalty_s, 5.0 + (75 - 2.5), 1e-6);
+    assert_float_equal(slow->evict_penalty_s, 5.0 + (93.75 - 2.5) * 0.4096, 1e-6);
+    assert_float_equal(slow->score_s, 10 + 93.75 + 5.0 + 91.25 * 0.4096, 1e-6);
+    assert_int_equal(sched_take(s, "gpu1", 0, &id), 0);
+    add(s, 2, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu0");
+    sched_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1124,6 +1211,8 @@ int main(void)
         cmocka_unit_test(test_default_binds_only_where_it_starts),
         cmocka_unit_test(test_idle_gpu_takes_job_placed_behind_an_overdue_one),
         cmocka_unit_test(test_start_now_within_the_wait),
+        cmocka_unit_test(test_long_job_waits_rather_than_displace_a_model_in_demand),
+        cmocka_unit_test(test_long_job_leaves_the_fast_gpu_to_short_jobs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
