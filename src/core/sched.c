@@ -1163,10 +1163,22 @@ static int eta_queued(struct sched *s, struct sjob *j, int64_t now, double *star
     if (left > 0)
         t += left / rate;
     free(sl);
+    double lr = s->lane_rate[j->spec.lane];
+    if (j->spec.lane == SCHED_LANE_BATCH && lr > 0 && ahead / lr > t)
+        t = ahead / lr;
     (void)warm; /* the load is in the slots' shift */
     double run = j->cost_s / (speed_sum / nw);
     *start_s = t > 0 ? t : 0;
     *finish_s = *start_s + run;
+    return 0;
+}
+
+int sched_lane_rate(struct sched *s, enum sched_lane lane, double gpu_s_per_s)
+{
+    if (!s || (lane != SCHED_LANE_INTERACTIVE && lane != SCHED_LANE_BATCH) ||
+        !(gpu_s_per_s >= 0) || !isfinite(gpu_s_per_s))
+        return GPUQ_EINVAL;
+    s->lane_rate[lane] = gpu_s_per_s;
     return 0;
 }
 

@@ -253,6 +253,12 @@ int sched_job_eta(const struct sched *s, uint64_t job_id, int64_t now, double *s
  * nothing: callers may then run them concurrently under a shared lock.
  * sched_fresh is O(workers). */
 void sched_refresh(struct sched *s, int64_t now);
+/* sched_lane_rate: the GPU-seconds per second the caller measures a lane's
+ * queued work to drain at (admission's throughput: core/admit.h), 0 = not
+ * known. A batch job's ETA then assumes the work ahead of it drains no
+ * faster: the slots of every usable GPU overstate batch's rate beside
+ * interactive work, the reserved pool and its headroom. */
+int sched_lane_rate(struct sched *s, enum sched_lane lane, double gpu_s_per_s);
 bool sched_fresh(const struct sched *s);
 /* sched_job_parked: true when the job waits because no usable worker of its
  * capability can hold its model (every capable worker is gone, unhealthy,

@@ -139,6 +139,9 @@ struct sched {
     /* Why the interactive headroom last kept a batch job off a GPU (for the
      * explanation of a batch job no GPU took); "" when it did not. */
     char headroom_why[160];
+    /* The GPU-seconds per second a lane's queued work is measured to drain
+     * at (sched_lane_rate; 0 = not known): batch ETAs do not assume more. */
+    double lane_rate[2];
 };
 
 int sched_model_index(struct sched *s, const char *name, int64_t vram_hint);

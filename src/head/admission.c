@@ -158,6 +158,14 @@ void admission_job_state(struct admission *a, uint64_t job_id, enum job_state st
     pthread_mutex_unlock(&a->lock);
 }
 
+double admission_throughput(struct admission *a, enum sched_lane lane)
+{
+    pthread_mutex_lock(&a->lock);
+    double r = admit_throughput(a->admit, lane, clock_mono_ns());
+    pthread_mutex_unlock(&a->lock);
+    return r;
+}
+
 void admission_capacity(struct admission *a, double interactive, double batch)
 {
     int64_t now = clock_mono_ns();

@@ -39,6 +39,9 @@ void admission_undo(struct admission *a, const char *tenant, const struct job_re
  * state ends it (delivered work counts when it succeeded); JOB_QUEUED (a
  * retry after a failed attempt) changes nothing. Unknown ids are ignored. */
 void admission_job_state(struct admission *a, uint64_t job_id, enum job_state state);
+/* The throughput admission works with for a lane now (GPU-seconds per
+ * second: measured while work waits, else nominal). */
+double admission_throughput(struct admission *a, enum sched_lane lane);
 /* The fleet's nominal throughput per lane (GPU-seconds per second). */
 void admission_capacity(struct admission *a, double interactive, double batch);
 

@@ -1183,6 +1183,44 @@ static void test_long_job_leaves_the_fast_gpu_to_short_jobs(void **state)
     sched_destroy(s);
 }
 
+/* A batch job's ETA assumes the work ahead of it drains no faster than the
+ * batch lane's measured rate (sched_lane_rate): one GPU's slot says the 11
+ * jobs of 2.5 s ahead (10 batch, and the interactive job that goes first)
+ * start it in about 25 s (the first is running); at a measured 0.5 GPU-s/s,
+ * 55 s.
+ * Interactive ETAs are not capped by batch's rate. */
+static void test_batch_eta_at_measured_lane_rate(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    struct worker_info w;
+    mk_worker(&w, "gpu0", 32768);
+    load(&w, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    for (uint64_t id = 1; id <= 11; id++) {
+        struct job_spec j;
+        mk_job(&j, id, "image.fast", "image-v2", 1);
+        j.lane = SCHED_LANE_BATCH;
+        assert_int_equal(sched_job_add(s, &j, 0), 0);
+    }
+    struct job_spec ij;
+    mk_job(&ij, 20, "image.fast", "image-v2", 1);
+    ij.lane = SCHED_LANE_INTERACTIVE;
+    assert_int_equal(sched_job_add(s, &ij, 0), 0);
+    double st0, fin0, ist0, ifin0;
+    assert_int_equal(sched_job_eta(s, 11, 0, &st0, &fin0), 0);
+    assert_int_equal(sched_job_eta(s, 20, 0, &ist0, &ifin0), 0);
+    assert_true(st0 > 20 && st0 < 30);
+    assert_int_equal(sched_lane_rate(s, SCHED_LANE_BATCH, 0.5), 0);
+    double st1, fin1, ist1, ifin1;
+    assert_int_equal(sched_job_eta(s, 11, 0, &st1, &fin1), 0);
+    assert_int_equal(sched_job_eta(s, 20, 0, &ist1, &ifin1), 0);
+    assert_true(st1 > 50 && st1 < 60); /* 11 x 2.5 GPU-s ahead (the interactive job first) */
+    assert_float_equal(ist1, ist0, 1e-9);
+    assert_int_equal(sched_lane_rate(s, SCHED_LANE_BATCH, -1), GPUQ_EINVAL);
+    sched_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1213,6 +1251,7 @@ int main(void)
         cmocka_unit_test(test_start_now_within_the_wait),
         cmocka_unit_test(test_long_job_waits_rather_than_displace_a_model_in_demand),
         cmocka_unit_test(test_long_job_leaves_the_fast_gpu_to_short_jobs),
+        cmocka_unit_test(test_batch_eta_at_measured_lane_rate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
