@@ -405,31 +405,19 @@ const struct policy policy_affinity_ect = {
 
 /* ---- pick-worker (seed 003) --------------------------------------------- */
 
-struct pw_state {
-    /* Per-capability FIFO of jobs no worker could take (Redis streams). */
-    int *head, *tail;
-    int nqueued;   /* jobs in the streams */
-    bool *tried;   /* per GPU: its start failed in this try */
-};
-
+/* Per-capability FIFOs of jobs no worker could take (Redis streams); tried
+ * marks the GPUs whose start failed in this try. */
 static void pw_init(struct sim *s)
 {
-    struct pw_state *st = xcalloc(1, sizeof(*st));
-    st->head = xmalloc((size_t)s->wl->ncaps * sizeof(int));
-    st->tail = xmalloc((size_t)s->wl->ncaps * sizeof(int));
-    st->tried = xcalloc((size_t)s->ngpus, sizeof(bool));
-    for (int c = 0; c < s->wl->ncaps; c++)
-        st->head[c] = st->tail[c] = -1;
+    struct sim_capq *st = xcalloc(1, sizeof(*st));
+    sim_capq_init(s, st);
     s->pstate = st;
 }
 
 static void pw_fini(struct sim *s)
 {
-    struct pw_state *st = s->pstate;
-    free(st->head);
-    free(st->tail);
-    free(st->tried);
-    free(st);
+    sim_capq_fini(s->pstate);
+    free(s->pstate);
 }
 
 /* Seed 003's capability fan-out: a capability with a cap (scheduler.fanout,
@@ -439,7 +427,7 @@ static void pw_fini(struct sim *s)
  * GPUs alive). */
 static bool pw_fanout_blocks(const struct sim *s, int gpu, int cap)
 {
-    const struct pw_state *st = s->pstate;
+    const struct sim_capq *st = s->pstate;
     int limit = s->wl->fanout[cap];
     if (limit <= 0)
         return false;
@@ -462,12 +450,12 @@ static bool pw_fanout_blocks(const struct sim *s, int gpu, int cap)
     }
     if (here || using < limit)
         return false;
-    return inflight + st->nqueued >= alive;
+    return inflight + st->n >= alive;
 }
 
 static int pick_worker(struct sim *s, const struct sim_job *j)
 {
-    const struct pw_state *st = s->pstate;
+    const struct sim_capq *st = s->pstate;
     int model = s->wl->caps[j->cap].model;
     int best = -1;
     double best_ratio = 0, best_score = 0;
@@ -491,25 +479,12 @@ static int pick_worker(struct sim *s, const struct sim_job *j)
     return best;
 }
 
-static void pw_push(struct sim *s, int job)
-{
-    struct pw_state *st = s->pstate;
-    int c = s->jobs[job].cap;
-    s->jobs[job].next = -1;
-    if (st->tail[c] >= 0)
-        s->jobs[st->tail[c]].next = job;
-    else
-        st->head[c] = job;
-    st->tail[c] = job;
-    st->nqueued++;
-}
-
 /* Dispatches job to the worker pick_worker names. A worker that cannot take
  * it after all (its VRAM is held by running jobs) is passed over for the
  * next pick_worker names, as the dispatcher would on the worker's refusal. */
 static bool pw_try(struct sim *s, int job)
 {
-    struct pw_state *st = s->pstate;
+    struct sim_capq *st = s->pstate;
     int64_t t0 = clock_mono_ns();
     bool ok = false;
     memset(st->tried, 0, (size_t)s->ngpus * sizeof(bool));
@@ -529,18 +504,18 @@ static bool pw_try(struct sim *s, int job)
 
 static void pw_arrive(struct sim *s, int job)
 {
-    struct pw_state *st = s->pstate;
+    struct sim_capq *st = s->pstate;
     if (refuse_unrunnable(s, job))
         return;
     /* Behind others of its capability it waits its turn (a stream is FIFO). */
     if (st->head[s->jobs[job].cap] >= 0 || !pw_try(s, job))
-        pw_push(s, job);
+        sim_capq_push(s, st, job);
 }
 
 static void pw_free(struct sim *s, int gpu)
 {
     (void)gpu;
-    struct pw_state *st = s->pstate;
+    struct sim_capq *st = s->pstate;
     int ncaps = s->wl->ncaps;
     /* Drain the streams, oldest head first, while workers take them; a
      * stream whose head no worker takes now waits, the others go on. */
@@ -560,11 +535,7 @@ static void pw_free(struct sim *s, int gpu)
             stuck[c] = true;
             continue;
         }
-        st->head[c] = s->jobs[best].next;
-        if (st->head[c] < 0)
-            st->tail[c] = -1;
-        s->jobs[best].next = -1;
-        st->nqueued--;
+        sim_capq_pop(s, st, c);
     }
 }
 

@@ -20,29 +20,19 @@
 #include "common/clock.h"
 #include "sim/sim.h"
 
-struct central_state {
-    int *head, *tail; /* per capability */
-    bool *tried;      /* per GPU: its start failed for the arriving job */
-};
-
+/* The shared queue: one FIFO per capability; tried marks the GPUs whose
+ * start failed for the arriving job. */
 static void central_init(struct sim *s)
 {
-    struct central_state *st = xcalloc(1, sizeof(*st));
-    st->head = xmalloc((size_t)s->wl->ncaps * sizeof(int));
-    st->tail = xmalloc((size_t)s->wl->ncaps * sizeof(int));
-    st->tried = xcalloc((size_t)s->ngpus, sizeof(bool));
-    for (int c = 0; c < s->wl->ncaps; c++)
-        st->head[c] = st->tail[c] = -1;
+    struct sim_capq *st = xcalloc(1, sizeof(*st));
+    sim_capq_init(s, st);
     s->pstate = st;
 }
 
 static void central_fini(struct sim *s)
 {
-    struct central_state *st = s->pstate;
-    free(st->head);
-    free(st->tail);
-    free(st->tried);
-    free(st);
+    sim_capq_fini(s->pstate);
+    free(s->pstate);
 }
 
 /* gpu can run job now or later: alive, its capability, VRAM that can hold its
@@ -59,7 +49,7 @@ static bool central_ok(const struct sim *s, int gpu, const struct sim_job *j)
 
 static void central_arrive(struct sim *s, int job)
 {
-    struct central_state *st = s->pstate;
+    struct sim_capq *st = s->pstate;
     struct sim_job *j = &s->jobs[job];
     if (!sim_job_runnable(s, j)) {
         sim_job_refused(s, job);
@@ -96,18 +86,13 @@ static void central_arrive(struct sim *s, int job)
     sim_record_decision(s, (double)(clock_mono_ns() - t0) / 1e3);
     if (started)
         return;
-    j->next = -1;
-    if (st->tail[j->cap] >= 0)
-        s->jobs[st->tail[j->cap]].next = job;
-    else
-        st->head[j->cap] = job;
-    st->tail[j->cap] = job;
+    sim_capq_push(s, st, job);
 }
 
 /* A free slot takes the oldest job it can start, across its capabilities. */
 static void central_free(struct sim *s, int gpu)
 {
-    struct central_state *st = s->pstate;
+    struct sim_capq *st = s->pstate;
     const struct wl_gpu *spec = s->gpus[gpu].spec;
     bool skip[SCHED_MAX_CAPS];
     memset(skip, 0, sizeof(skip));
@@ -135,11 +120,7 @@ static void central_free(struct sim *s, int gpu)
             skip[bk] = true;
             continue;
         }
-        int c = s->jobs[best].cap;
-        st->head[c] = s->jobs[best].next;
-        if (st->head[c] < 0)
-            st->tail[c] = -1;
-        s->jobs[best].next = -1;
+        sim_capq_pop(s, st, s->jobs[best].cap);
     }
 }
 

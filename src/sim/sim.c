@@ -858,3 +858,42 @@ void sim_fini(struct sim *s)
     free(s->m.decision_us);
     heap_fini(&s->events);
 }
+
+void sim_capq_init(const struct sim *s, struct sim_capq *q)
+{
+    q->head = xmalloc((size_t)s->wl->ncaps * sizeof(int));
+    q->tail = xmalloc((size_t)s->wl->ncaps * sizeof(int));
+    q->tried = xcalloc((size_t)s->ngpus, sizeof(bool));
+    q->n = 0;
+    for (int c = 0; c < s->wl->ncaps; c++)
+        q->head[c] = q->tail[c] = -1;
+}
+
+void sim_capq_fini(struct sim_capq *q)
+{
+    free(q->head);
+    free(q->tail);
+    free(q->tried);
+}
+
+void sim_capq_push(struct sim *s, struct sim_capq *q, int job)
+{
+    int c = s->jobs[job].cap;
+    s->jobs[job].next = -1;
+    if (q->tail[c] >= 0)
+        s->jobs[q->tail[c]].next = job;
+    else
+        q->head[c] = job;
+    q->tail[c] = job;
+    q->n++;
+}
+
+void sim_capq_pop(struct sim *s, struct sim_capq *q, int cap)
+{
+    int job = q->head[cap];
+    q->head[cap] = s->jobs[job].next;
+    if (q->head[cap] < 0)
+        q->tail[cap] = -1;
+    s->jobs[job].next = -1;
+    q->n--;
+}

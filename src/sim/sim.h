@@ -181,6 +181,20 @@ void sim_push_job_event(struct sim *s, double t, int type, int job);
 /* sim_job_refused: the job ends refused for good (too large) now. */
 void sim_job_refused(struct sim *s, int job);
 
+/* Per-capability FIFOs of waiting jobs (linked through sim_job.next) for the
+ * baselines that keep one queue per capability (pick-worker's streams, the
+ * shared queue), with a per-GPU scratch mark of GPUs tried for one job. */
+struct sim_capq {
+    int *head, *tail; /* per capability; -1 = empty */
+    int n;            /* jobs queued in all */
+    bool *tried;      /* per GPU */
+};
+void sim_capq_init(const struct sim *s, struct sim_capq *q);
+void sim_capq_fini(struct sim_capq *q);
+void sim_capq_push(struct sim *s, struct sim_capq *q, int job);
+/* Takes the head of capability cap's FIFO off it (it must have one). */
+void sim_capq_pop(struct sim *s, struct sim_capq *q, int cap);
+
 /* sim_make_jobs: the arrival list of a workload (deterministic in seed). */
 struct sim_job *sim_make_jobs(const struct workload *wl, uint64_t seed, int *njobs);
 
