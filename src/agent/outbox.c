@@ -123,12 +123,16 @@ static struct outbox_item *item_new(enum outbox_kind kind, const char *worker_id
     return it;
 }
 
-void outbox_put_complete(struct outbox *ob, const char *worker_id, const char *job_id,
-                         int64_t attempt, const char *path, const char *content_type,
-                         int64_t bytes, int64_t load_ms, int64_t run_ms, bool cold, int64_t now)
+/* A completion whose result is in the file at path, or (path NULL) in data. */
+static void put_complete(struct outbox *ob, const char *worker_id, const char *job_id,
+                         int64_t attempt, const char *path, char *data,
+                         const char *content_type, int64_t bytes, int64_t load_ms,
+                         int64_t run_ms, bool cold, int64_t now)
 {
     struct outbox_item *it = item_new(OUTBOX_COMPLETE, worker_id, job_id, attempt, now);
-    snprintf(it->path, sizeof it->path, "%s", path);
+    if (path)
+        snprintf(it->path, sizeof it->path, "%s", path);
+    it->data = data;
     snprintf(it->content_type, sizeof it->content_type, "%s", content_type);
     it->bytes = bytes;
     it->load_ms = load_ms;
@@ -137,19 +141,21 @@ void outbox_put_complete(struct outbox *ob, const char *worker_id, const char *j
     push(ob, it);
 }
 
+void outbox_put_complete(struct outbox *ob, const char *worker_id, const char *job_id,
+                         int64_t attempt, const char *path, const char *content_type,
+                         int64_t bytes, int64_t load_ms, int64_t run_ms, bool cold, int64_t now)
+{
+    put_complete(ob, worker_id, job_id, attempt, path, NULL, content_type, bytes, load_ms, run_ms,
+                 cold, now);
+}
+
 void outbox_put_complete_data(struct outbox *ob, const char *worker_id, const char *job_id,
                               int64_t attempt, char *data, const char *content_type,
                               int64_t bytes, int64_t load_ms, int64_t run_ms, bool cold,
                               int64_t now)
 {
-    struct outbox_item *it = item_new(OUTBOX_COMPLETE, worker_id, job_id, attempt, now);
-    it->data = data;
-    snprintf(it->content_type, sizeof it->content_type, "%s", content_type);
-    it->bytes = bytes;
-    it->load_ms = load_ms;
-    it->run_ms = run_ms;
-    it->cold = cold;
-    push(ob, it);
+    put_complete(ob, worker_id, job_id, attempt, NULL, data, content_type, bytes, load_ms, run_ms,
+                 cold, now);
 }
 
 void outbox_put_fail(struct outbox *ob, const char *worker_id, const char *job_id,

@@ -405,20 +405,9 @@ const struct policy policy_affinity_ect = {
 
 /* ---- pick-worker (seed 003) --------------------------------------------- */
 
-/* Per-capability FIFOs of jobs no worker could take (Redis streams); tried
- * marks the GPUs whose start failed in this try. */
-static void pw_init(struct sim *s)
-{
-    struct sim_capq *st = xcalloc(1, sizeof(*st));
-    sim_capq_init(s, st);
-    s->pstate = st;
-}
-
-static void pw_fini(struct sim *s)
-{
-    sim_capq_fini(s->pstate);
-    free(s->pstate);
-}
+/* pick-worker's state is one sim_capq: per-capability FIFOs of jobs no
+ * worker could take (Redis streams); tried marks the GPUs whose start failed
+ * in this try. */
 
 /* Seed 003's capability fan-out: a capability with a cap (scheduler.fanout,
  * "video jobs have all 7 when the platform is quiet and 3 when it is busy")
@@ -541,8 +530,8 @@ static void pw_free(struct sim *s, int gpu)
 
 const struct policy policy_pick_worker = {
     .name = "pick-worker",
-    .init = pw_init,
-    .fini = pw_fini,
+    .init = sim_capq_attach,
+    .fini = sim_capq_detach,
     .arrive = pw_arrive,
     .gpu_free = pw_free,
 };

@@ -20,20 +20,8 @@
 #include "common/clock.h"
 #include "sim/sim.h"
 
-/* The shared queue: one FIFO per capability; tried marks the GPUs whose
- * start failed for the arriving job. */
-static void central_init(struct sim *s)
-{
-    struct sim_capq *st = xcalloc(1, sizeof(*st));
-    sim_capq_init(s, st);
-    s->pstate = st;
-}
-
-static void central_fini(struct sim *s)
-{
-    sim_capq_fini(s->pstate);
-    free(s->pstate);
-}
+/* The shared queue's state is one sim_capq: a FIFO per capability; tried
+ * marks the GPUs whose start failed for the arriving job. */
 
 /* gpu can run job now or later: alive, its capability, VRAM that can hold its
  * model at all (the oracle too: it runs the same jobs), not a GPU that failed
@@ -126,8 +114,8 @@ static void central_free(struct sim *s, int gpu)
 
 const struct policy policy_shared_fifo = {
     .name = "shared-fifo",
-    .init = central_init,
-    .fini = central_fini,
+    .init = sim_capq_attach,
+    .fini = sim_capq_detach,
     .arrive = central_arrive,
     .gpu_free = central_free,
 };
@@ -135,8 +123,8 @@ const struct policy policy_shared_fifo = {
 const struct policy policy_oracle = {
     .name = "oracle",
     .all_warm = true,
-    .init = central_init,
-    .fini = central_fini,
+    .init = sim_capq_attach,
+    .fini = sim_capq_detach,
     .arrive = central_arrive,
     .gpu_free = central_free,
 };

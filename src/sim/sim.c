@@ -876,6 +876,20 @@ void sim_capq_fini(struct sim_capq *q)
     free(q->tried);
 }
 
+void sim_capq_attach(struct sim *s)
+{
+    struct sim_capq *q = xcalloc(1, sizeof(*q));
+    sim_capq_init(s, q);
+    s->pstate = q;
+}
+
+void sim_capq_detach(struct sim *s)
+{
+    sim_capq_fini(s->pstate);
+    free(s->pstate);
+    s->pstate = NULL;
+}
+
 void sim_capq_push(struct sim *s, struct sim_capq *q, int job)
 {
     int c = s->jobs[job].cap;

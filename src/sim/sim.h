@@ -191,6 +191,10 @@ struct sim_capq {
 };
 void sim_capq_init(const struct sim *s, struct sim_capq *q);
 void sim_capq_fini(struct sim_capq *q);
+/* policy init/fini for the baselines whose whole state is one sim_capq
+ * (s->pstate). */
+void sim_capq_attach(struct sim *s);
+void sim_capq_detach(struct sim *s);
 void sim_capq_push(struct sim *s, struct sim_capq *q, int job);
 /* Takes the head of capability cap's FIFO off it (it must have one). */
 void sim_capq_pop(struct sim *s, struct sim_capq *q, int cap);
