@@ -5,7 +5,7 @@
  * GPU that failed them once another can run them, explanations, lost
  * workers, load-ratio tie-break, queue tiers, long jobs that wait for their
  * model's GPU rather than push out a model in demand and take the slower GPU
- * when they must. */
+ * when they must, and batch jobs that starve behind the interactive headroom. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "core/headroom.h"
 #include "core/queue.h"
 #include "core/sched.h"
 
@@ -1221,6 +1222,80 @@ static void test_batch_eta_at_measured_lane_rate(void **state)
     sched_destroy(s);
 }
 
+/* A batch job that has waited more than twice its run starts where the
+ * interactive headroom would keep it off. Four GPUs (gpu0 best for
+ * interactive) hold image-v2 after 20 s of 0.4 s image jobs arriving every
+ * 0.1 s, so image.fast needs three GPUs free of batch (strict headroom).
+ * A video batch job takes gpu3, the worst (three as good stay free); a
+ * rembg batch job (0.5 s run) is then refused every other GPU — until it
+ * has waited over 1 s, when it takes one, and the explanation says why.
+ * Without the rule it would wait as long as image jobs keep coming. */
+static void test_starving_batch_job_passes_the_headroom(void **state)
+{
+    (void)state;
+    struct sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.headroom_window_s = 100;
+    cfg.headroom_wait_s = 1;
+    cfg.headroom_share = 0.01;
+    struct sched *s = mk_sched_cfg(&cfg);
+    struct worker_info w;
+    for (int i = 0; i < 4; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "gpu%d", i);
+        mk_worker(&w, id, 65536);
+        load(&w, "image-v2", 22528);
+        w.speed = 1.0 - 0.01 * i;
+        assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    }
+    /* Image jobs of 0.4 s every 0.1 s: four GPUs' worth. */
+    uint64_t ring[4] = {0}, got;
+    int64_t started[4] = {0};
+    for (int k = 0; k < 200; k++) {
+        int64_t t = S(0.1) * k;
+        if (ring[k % 4])
+            assert_int_equal(sched_job_finished(s, ring[k % 4], true, 0, S(0.4), t), 0);
+        add(s, 100 + (uint64_t)k, "image.fast", "image-v2", 1, t);
+        assert_int_equal(sched_dispatch(s, t, NULL, NULL), 1);
+        got = 0;
+        for (int i = 0; i < 4 && !got; i++) {
+            char gid[16];
+            snprintf(gid, sizeof gid, "gpu%d", i);
+            if (sched_take(s, gid, t, &got) != 0)
+                got = 0;
+        }
+        assert_int_equal(got, 100 + (uint64_t)k);
+        ring[k % 4] = got;
+        started[k % 4] = t;
+    }
+    int64_t t0 = S(20);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(sched_job_finished(s, ring[i], true, 0, t0 - started[i], t0), 0);
+    struct rec r = {0};
+    struct job_spec j;
+    mk_job(&j, 1, "video", "video", 1);
+    j.lane = SCHED_LANE_BATCH;
+    j.submit_ns = t0;
+    assert_int_equal(sched_job_add(s, &j, t0), 0);
+    assert_int_equal(sched_dispatch(s, t0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu3");
+    assert_int_equal(sched_take(s, "gpu3", t0, &got), 0);
+    mk_job(&j, 2, "rembg", "rembg", 1);
+    j.lane = SCHED_LANE_BATCH;
+    j.submit_ns = t0;
+    assert_int_equal(sched_job_add(s, &j, t0), 0);
+    assert_int_equal(sched_dispatch(s, t0, on_placed, &r), 0);
+    assert_int_equal(sched_dispatch(s, t0 + S(0.9), on_placed, &r), 0);
+    struct headroom_figures hf;
+    assert_int_equal(sched_headroom_get(s, "image.fast", t0 + S(1.1), &hf), 0);
+    assert_true(hf.gpus >= 3); /* the headroom alone would still refuse it */
+    assert_int_equal(sched_dispatch(s, t0 + S(1.1), on_placed, &r), 1);
+    assert_int_equal(r.job, 2);
+    assert_string_not_equal(r.worker, "gpu3");
+    assert_non_null(strstr(r.why.reason, "headroom waived"));
+    sched_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1252,6 +1327,7 @@ int main(void)
         cmocka_unit_test(test_long_job_waits_rather_than_displace_a_model_in_demand),
         cmocka_unit_test(test_long_job_leaves_the_fast_gpu_to_short_jobs),
         cmocka_unit_test(test_batch_eta_at_measured_lane_rate),
+        cmocka_unit_test(test_starving_batch_job_passes_the_headroom),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
