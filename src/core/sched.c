@@ -646,6 +646,7 @@ int sched_worker_remove(struct sched *s, const char *worker_id, int64_t now,
             s->caps[w->caps[k]].occupied--;
     hashmap_del_str(&s->worker_ix, w->info.id);
     w->alive = false;
+    s->fleet_ver++; /* fewer homes for its models (model_scarcity) */
     int ix = w->ix;
     s->workers[ix] = s->workers[--s->nworkers];
     s->workers[ix]->ix = ix;

@@ -22,6 +22,10 @@
 struct smodel {
     struct model_info info;
     bool configured; /* set by sched_model_set (else learned from a report) */
+    /* Usable workers, and those of them that can hold it, counted at fleet
+     * version homes_ver (0 = never; sched_score.c: model_scarcity). */
+    int homes, usable;
+    uint64_t homes_ver;
 };
 
 /* A capability: its queue, its workers with room ("open"), fan-out state.

@@ -69,6 +69,26 @@ double sched_worker_speed(const struct sworker *w)
 
 static double demand_decay(const struct sched *s, const struct squeue *q, int64_t now);
 
+/* How scarce a model's homes are: usable workers ÷ those that can hold it
+ * (1 when every one can). Recounted only when the fleet changes. */
+static double model_scarcity(struct sched *s, int model)
+{
+    struct smodel *m = &s->models[model];
+    if (m->homes_ver != s->fleet_ver) {
+        m->homes = m->usable = 0;
+        for (int i = 0; i < s->nworkers; i++) {
+            const struct sworker *w = s->workers[i];
+            if (!w->alive || !w->info.healthy || w->info.draining)
+                continue;
+            m->usable++;
+            if (sched_worker_can_hold(s, w, model))
+                m->homes++;
+        }
+        m->homes_ver = s->fleet_ver;
+    }
+    return m->homes > 0 ? (double)m->usable / m->homes : 1.0;
+}
+
 /* The cost of evicting model, in seconds of the job (of run_s) that would
  * evict it: the victim's reload, paid by its next job, as the slowdown it adds
  * there (reload / the victim's mean job) times this job's run — a 10 s video
@@ -370,6 +390,14 @@ static bool batch_starving(const struct sjob *j, int64_t now)
  * interactive headroom (core/headroom.h) stays free of batch without it. It
  * is lent at a job boundary and returns at the next: a batch job ends, the
  * GPU takes interactive work first. */
+/* A batch job (not starving) does not load where it would push out a model
+ * in demand that at most 1 / SCARCE_HOMES of the usable GPUs can hold: that
+ * model's jobs have nowhere else to go, and batch can wait. On zoo-nofit
+ * the 40 GB llm-70b fits only the four 48 GB GPUs, which video (28 GB) also
+ * fits; the two cannot share one, and video loading there made chat.large
+ * reload llm-70b (15-20 s) for 121 of its 649 jobs (seed 1), p99 90 s. */
+#define SCARCE_HOMES 2.0
+
 static bool batch_blocked(struct sched *s, const struct sworker *w, const struct sjob *j,
                           int64_t now)
 {
@@ -415,8 +443,14 @@ int sched_score_one(struct sched *s, struct sworker *w, const struct sjob *j, in
         c->evictions = nv;
         c->speed = worker_speed(w);
         c->run_s = estimator_run_s(s->est, j->model, w->gpu_class, j->work) / c->speed;
-        for (int k = 0; k < nv; k++)
-            c->evict_penalty_s += eviction_cost(s, w->proj_model[victims[k]], j->model, c->run_s, worker_speed(w), now);
+        bool may_push_scarce = j->spec.lane != SCHED_LANE_BATCH || batch_starving(j, now);
+        for (int k = 0; k < nv; k++) {
+            int victim = w->proj_model[victims[k]];
+            double e = eviction_cost(s, victim, j->model, c->run_s, worker_speed(w), now);
+            if (e > 0 && !may_push_scarce && model_scarcity(s, victim) >= SCARCE_HOMES)
+                return SCORE_F_BUSY;
+            c->evict_penalty_s += e;
+        }
         c->load_s = model_load_s(s, j->model);
     }
     c->speed = worker_speed(w);
@@ -642,7 +676,8 @@ static struct sworker *decide(struct sched *s, struct sjob *j, int64_t now,
         char r[sizeof(why->reason)];
         snprintf(r, sizeof(r), "%s", why->reason);
         reason_printf(why->reason, sizeof(why->reason),
-                      "waited %.1fs, over %.0fx its %.1fs run (headroom waived): %s",
+                      "starving: waited %.1fs, over %.0fx its %.1fs run (headroom and scarce"
+                      " models waived): %s",
                       ns_to_s(now - j->spec.submit_ns), STARVE_AFTER_RUNS, j->cost_s, r);
     }
     return kept_w[0];

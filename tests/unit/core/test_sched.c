@@ -5,7 +5,8 @@
  * GPU that failed them once another can run them, explanations, lost
  * workers, load-ratio tie-break, queue tiers, long jobs that wait for their
  * model's GPU rather than push out a model in demand and take the slower GPU
- * when they must, and batch jobs that starve behind the interactive headroom. */
+ * when they must, batch jobs that starve behind the interactive headroom,
+ * and batch jobs that leave a model few GPUs can hold to its jobs. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1292,7 +1293,52 @@ static void test_starving_batch_job_passes_the_headroom(void **state)
     assert_int_equal(sched_dispatch(s, t0 + S(1.1), on_placed, &r), 1);
     assert_int_equal(r.job, 2);
     assert_string_not_equal(r.worker, "gpu3");
-    assert_non_null(strstr(r.why.reason, "headroom waived"));
+    assert_non_null(strstr(r.why.reason, "starving"));
+    sched_destroy(s);
+}
+
+/* A batch job does not push out a model in demand that few GPUs can hold.
+ * gpu0 (32 GB) is the only GPU that can hold video, and holds it; gpu1
+ * (24 GB) runs an image job. A batch image-hq job (6 s) would have to evict
+ * video from gpu0: it waits instead — until it starves (over 12 s), when it
+ * loads there. Without the rule it would evict video at once. */
+static void test_batch_leaves_a_scarce_model_in_demand(void **state)
+{
+    (void)state;
+    struct sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.headroom_window_s = 100000; /* video's demand does not fade here */
+    struct sched *s = mk_sched_cfg(&cfg);
+    struct worker_info w;
+    mk_worker(&w, "gpu0", 32768);
+    load(&w, "video", 28672);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    mk_worker(&w, "gpu1", 24576);
+    load(&w, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    struct rec r = {0};
+    uint64_t id;
+    add(s, 100, "video", "video", 1, 0); /* video is asked for */
+    assert_int_equal(sched_job_cancel(s, 100, 0), 0);
+    add(s, 1, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu1");
+    assert_int_equal(sched_take(s, "gpu1", 0, &id), 0);
+    struct job_spec j;
+    mk_job(&j, 2, "image.hq", "image-hq", 1);
+    j.width = 1024;
+    j.height = 1024;
+    j.steps = 30;
+    j.lane = SCHED_LANE_BATCH;
+    j.submit_ns = 0;
+    assert_int_equal(sched_job_add(s, &j, 0), 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 0);
+    assert_int_equal(sched_dispatch(s, S(11), on_placed, &r), 0);
+    assert_int_equal(sched_dispatch(s, S(13), on_placed, &r), 1);
+    assert_int_equal(r.job, 2);
+    assert_string_equal(r.worker, "gpu0");
+    assert_int_equal(r.why.cand[0].evictions, 1);
+    assert_non_null(strstr(r.why.reason, "starving"));
     sched_destroy(s);
 }
 
@@ -1328,6 +1374,7 @@ int main(void)
         cmocka_unit_test(test_long_job_leaves_the_fast_gpu_to_short_jobs),
         cmocka_unit_test(test_batch_eta_at_measured_lane_rate),
         cmocka_unit_test(test_starving_batch_job_passes_the_headroom),
+        cmocka_unit_test(test_batch_leaves_a_scarce_model_in_demand),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
