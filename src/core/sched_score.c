@@ -581,18 +581,19 @@ static struct sworker *decide(struct sched *s, struct sjob *j, int64_t now,
      * starts at once when that finishes it within that wait of the best. The
      * wait counts twice: this job's, and the next job's — the one the busy
      * GPU's slot would have served, which now waits or goes elsewhere —
-     * while the idle GPU's time is lost if no one takes it. Not a cold GPU
-     * whose load would evict a model in demand: allowed that, seed7 gained
-     * more (p50 2.86 s, SLO 0.878) but p99 rose and zoo's cache hit ratio
-     * fell 0.94 -> 0.86. As is: seed7 p50 3.09 -> 3.03 s, p99 24.9 -> 24.0 s,
-     * SLO 0.846 -> 0.857; zoo unchanged (0.94). */
+     * while the idle GPU's time is lost if no one takes it. A cold GPU too,
+     * even where the load pushes out a model in demand: its score already
+     * carries that eviction's cost (rule 2) and, for a long job, the time it
+     * keeps that model's jobs off the GPU (rule 6). Left out before rule 6
+     * (zoo's cache hit fell 0.94 -> 0.86), that kept image jobs queued on
+     * seed7 while the slow GPUs sat idle holding video; with it, seed7 SLO
+     * 0.925 -> 0.941, best on all three in 5 -> 10 of 10 seeds, zoo hit
+     * 0.945 -> 0.936 (docs/scheduler.md, rule 8). */
     const struct sched_candidate *b = &why->cand[0];
     for (int i = 1; b->wait_s > 0 && i < why->nkept; i++) {
         const struct sched_candidate *o = &why->cand[i];
         if (o->wait_s > 0 || o->score_s > b->score_s + b->wait_s)
             continue;
-        if (!o->warm && o->evict_penalty_s > 0)
-            continue; /* a load there would push out a model in demand */
         struct sched_candidate oc = *o, bc = *b;
         struct sworker *ow = kept_w[i];
         uint64_t os = kept_seq[i];

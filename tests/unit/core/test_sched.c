@@ -5,7 +5,8 @@
  * GPU that failed them once another can run them, explanations, lost
  * workers, load-ratio tie-break, queue tiers, long jobs that wait for their
  * model's GPU rather than push out a model in demand and take the slower GPU
- * when they must. */
+ * when they must, and jobs that start now on an idle cold GPU rather than
+ * wait within as long again. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1098,6 +1099,50 @@ static void test_start_now_within_the_wait(void **state)
     start_now_case(2.45, "gpu0", false);
 }
 
+/* Rule 8: start now on a cold GPU even where the load pushes out a model
+ * in demand. gpu0 holds image-v2 and runs job 1 (0-2.5 s); gpu1 holds
+ * video, which was asked for. Job 2 waits 2.5 s for gpu0 (finishes at
+ * 5.0 s) rather than load on gpu1: 5 + 2.5 + 10 x 2.5 / 75 (video's reload,
+ * as the slowdown of its next job) = 7.83 s, more than 5.0 + 2.5. Job 3
+ * would wait 5.0 s (finishing at 7.5 s): gpu1's 7.83 s is within that wait,
+ * so it loads image-v2 there and starts at once (before, a cold GPU whose
+ * load evicts a model in demand never started now: job 3 queued on gpu0). */
+static void test_start_now_on_a_cold_gpu_in_demand(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    struct worker_info w;
+    mk_worker(&w, "gpu0", 32768);
+    load(&w, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    mk_worker(&w, "gpu1", 32768);
+    load(&w, "video", 28672);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    struct rec r = {0};
+    uint64_t id;
+    add(s, 100, "video", "video", 1, 0);
+    assert_int_equal(sched_job_cancel(s, 100, 0), 0);
+    add(s, 1, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu0");
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    add(s, 2, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu0");
+    const struct sched_candidate *cold = cand_of(&r.why, "gpu1");
+    assert_non_null(cold);
+    assert_float_equal(cold->evict_penalty_s, 10.0 * 2.5 / 75, 1e-6);
+    assert_float_equal(cold->score_s, 5 + 2.5 + 10.0 * 2.5 / 75, 1e-6);
+    add(s, 3, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_int_equal(r.job, 3);
+    assert_string_equal(r.worker, "gpu1");
+    assert_false(r.why.cand[0].warm);
+    assert_true(r.why.cand[0].evict_penalty_s > 0);
+    assert_non_null(strstr(r.why.reason, "starts now (cold load)"));
+    sched_destroy(s);
+}
+
 /* gpu0 runs a 75 s video job (from 0); gpu1 holds image-v2. A second video
  * job arrives at `at`. With image demand (image_demand), loading video on
  * gpu1 would keep the image jobs off it for the rest of the video run: the
@@ -1143,7 +1188,9 @@ static void test_long_job_waits_rather_than_displace_a_model_in_demand(void **st
 {
     (void)state;
     long_job_case(40, true, "gpu0");
-    long_job_case(0, true, "gpu0");   /* 150 s vs 162.5 s */
+    /* At 0 waiting for gpu0 scores best (150 s vs 162.5 s), but 162.5 s is
+     * within its 75 s wait: rule 8 starts it now on gpu1. */
+    long_job_case(0, true, "gpu1");
     long_job_case(40, false, "gpu1"); /* nothing displaced: 85 s vs 110 s */
 }
 
@@ -1249,6 +1296,7 @@ int main(void)
         cmocka_unit_test(test_default_binds_only_where_it_starts),
         cmocka_unit_test(test_idle_gpu_takes_job_placed_behind_an_overdue_one),
         cmocka_unit_test(test_start_now_within_the_wait),
+        cmocka_unit_test(test_start_now_on_a_cold_gpu_in_demand),
         cmocka_unit_test(test_long_job_waits_rather_than_displace_a_model_in_demand),
         cmocka_unit_test(test_long_job_leaves_the_fast_gpu_to_short_jobs),
         cmocka_unit_test(test_batch_eta_at_measured_lane_rate),
