@@ -5,8 +5,9 @@
  * GPU that failed them once another can run them, explanations, lost
  * workers, load-ratio tie-break, queue tiers, long jobs that wait for their
  * model's GPU rather than push out a model in demand and take the slower GPU
- * when they must, and jobs that start now on an idle cold GPU rather than
- * wait within as long again. */
+ * when they must, jobs that start now on an idle cold GPU rather than
+ * wait within as long again, and jobs with a latency objective that wait
+ * for their model's GPU while that keeps them in time. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1230,6 +1231,98 @@ static void test_long_job_leaves_the_fast_gpu_to_short_jobs(void **state)
     sched_destroy(s);
 }
 
+/* Rule 9, the start-now side: the setup of long_job_case at 0 s (gpu0 runs
+ * a 75 s video job, gpu1 holds image-v2 in demand). Waiting for gpu0
+ * finishes the second video job at 150 s; rule 8 would start it now on
+ * gpu1 (162.5 s, within the 75 s wait). With video's objective at 240 s,
+ * 150 s is within 0.75 of it (180 s): it waits for gpu0 and gpu1 keeps
+ * image-v2. At 180 s (135 s) waiting no longer keeps it in time: gpu1. */
+static void slo_start_now_case(double slo_s, const char *want)
+{
+    struct sched *s = mk_sched();
+    assert_int_equal(sched_cap_slo(s, "video", slo_s), 0);
+    struct worker_info w;
+    mk_worker(&w, "gpu0", 32768);
+    load(&w, "video", 28672);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    mk_worker(&w, "gpu1", 32768);
+    load(&w, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    struct rec r = {0};
+    uint64_t id;
+    add(s, 100, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_job_cancel(s, 100, 0), 0);
+    add(s, 1, "video", "video", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    add(s, 2, "video", "video", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_int_equal(r.job, 2);
+    assert_string_equal(r.worker, want);
+    sched_destroy(s);
+}
+
+static void test_slo_long_job_waits_for_its_model_while_in_time(void **state)
+{
+    (void)state;
+    slo_start_now_case(240, "gpu0");
+    slo_start_now_case(180, "gpu1");
+    slo_start_now_case(0, "gpu1"); /* no objective: rule 8 */
+}
+
+/* Rule 9, the hold side (late binding only: gpu0, running video, is not
+ * open). Jobs 2-4 are video, queued behind job 1 on gpu0; gpu1 holds
+ * image-v2 in demand. Loading on gpu1 finishes job 2 at 10 + 75 + 5 + 72.5
+ * = 162.5 s; waiting for gpu0 at 150 s, but the two jobs behind it would
+ * wait for gpu0 too (+150 s), so the plain hold lets it load. With video's
+ * objective at 240 s, 150 s is within 0.75 of it: it stays queued for gpu0
+ * and takes it when gpu0 frees. */
+static void test_slo_hold_for_the_gpu_that_holds_the_model(void **state)
+{
+    (void)state;
+    for (int with_slo = 0; with_slo <= 1; with_slo++) {
+        struct sched_config cfg;
+        sched_config_defaults(&cfg);
+        cfg.queue_depth = 0;
+        cfg.evict_weight = 1.0;
+        struct sched *s = mk_sched_cfg(&cfg);
+        if (with_slo)
+            assert_int_equal(sched_cap_slo(s, "video", 240), 0);
+        struct worker_info w;
+        mk_worker(&w, "gpu0", 32768);
+        load(&w, "video", 28672);
+        assert_int_equal(sched_worker_update(s, &w, 0), 0);
+        mk_worker(&w, "gpu1", 32768);
+        load(&w, "image-v2", 22528);
+        assert_int_equal(sched_worker_update(s, &w, 0), 0);
+        struct rec r = {0};
+        uint64_t id;
+        add(s, 100, "image.fast", "image-v2", 1, 0);
+        assert_int_equal(sched_job_cancel(s, 100, 0), 0);
+        add(s, 1, "video", "video", 1, 0);
+        assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+        assert_string_equal(r.worker, "gpu0");
+        assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+        for (uint64_t k = 2; k <= 4; k++)
+            add(s, k, "video", "video", 1, 0);
+        struct sched_stats st;
+        if (!with_slo) {
+            assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+            assert_int_equal(r.job, 2);
+            assert_string_equal(r.worker, "gpu1");
+        } else {
+            assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 0);
+            sched_stats(s, &st);
+            assert_true(st.holds > 0);
+            assert_int_equal(sched_job_finished(s, 1, true, 0, S(75), S(75)), 0);
+            assert_int_equal(sched_dispatch(s, S(75), on_placed, &r), 1);
+            assert_int_equal(r.job, 2);
+            assert_string_equal(r.worker, "gpu0");
+        }
+        sched_destroy(s);
+    }
+}
+
 /* A batch job's ETA assumes the work ahead of it drains no faster than the
  * batch lane's measured rate (sched_lane_rate): one GPU's slot says the 11
  * jobs of 2.5 s ahead (10 batch, and the interactive job that goes first)
@@ -1297,6 +1390,8 @@ int main(void)
         cmocka_unit_test(test_idle_gpu_takes_job_placed_behind_an_overdue_one),
         cmocka_unit_test(test_start_now_within_the_wait),
         cmocka_unit_test(test_start_now_on_a_cold_gpu_in_demand),
+        cmocka_unit_test(test_slo_long_job_waits_for_its_model_while_in_time),
+        cmocka_unit_test(test_slo_hold_for_the_gpu_that_holds_the_model),
         cmocka_unit_test(test_long_job_waits_rather_than_displace_a_model_in_demand),
         cmocka_unit_test(test_long_job_leaves_the_fast_gpu_to_short_jobs),
         cmocka_unit_test(test_batch_eta_at_measured_lane_rate),
