@@ -218,6 +218,15 @@ int sched_cap_limit(struct sched *s, const char *cap, int max_gpus)
     return 0;
 }
 
+int sched_cap_slo(struct sched *s, const char *cap, double slo_s)
+{
+    if (!s || !cap || !cap[0] || !(slo_s >= 0) || slo_s > 1e9)
+        return GPUQ_EINVAL;
+    int ci = cap_index(s, cap, true);
+    s->caps[ci].slo_s = slo_s;
+    return 0;
+}
+
 /* ---- worker membership and open lists ---------------------------------- */
 
 static bool worker_usable(const struct sworker *w)

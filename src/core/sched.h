@@ -168,6 +168,11 @@ int sched_model_prior(struct sched *s, const char *model, double run_s, uint32_t
 /* sched_cap_limit: fan-out cap (R14) — while other capabilities have work
  * waiting, jobs of cap occupy at most max_gpus GPUs (0 = no cap). */
 int sched_cap_limit(struct sched *s, const char *cap, int max_gpus);
+/* sched_cap_slo: cap's latency objective, submit to finish, in seconds (0 =
+ * none; it is the default). A job with one waits for a GPU that holds its
+ * model rather than push out a model in demand while that still finishes
+ * it within the objective's slack share (sched_score.c, rule 9). */
+int sched_cap_slo(struct sched *s, const char *cap, double slo_s);
 
 /* Workers: add or refresh; removing returns placed jobs to the queue and
  * calls lost(job_id, arg) for each job running there (caller re-queues or

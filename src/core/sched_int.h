@@ -67,6 +67,7 @@ struct scap {
     int members, usable;
     int occupied;
     int max_gpus; /* fan-out cap, 0 = none */
+    double slo_s; /* latency objective, submit to finish; 0 = none */
     bool paused;  /* by an admin: its queued jobs are not placed */
     /* Interactive arrivals (core/headroom.h): count and nominal GPU-seconds,
      * decayed over cfg.headroom_window_s, as of ia_ns. */

@@ -513,6 +513,26 @@ static void explain_reason(struct sched_explain *why)
                  o->worker_id, o->score_s);
 }
 
+/* Rule 9: a job whose capability has a latency objective waits for a GPU
+ * that holds its model, rather than load where that pushes out a model in
+ * demand, while waiting still finishes it within SLO_SHARE of the objective
+ * (counted from its submission): the rest is margin for estimates that run
+ * late. (seed7, seeds 1..20: shares 0.5 / 0.75 / 0.9 / 1 gave 17 / 17 / 17
+ * / 15 seeds best on all three; at 1 zoo-nofit's p50 rose 3.91 -> 4.03 s.) */
+#define SLO_SHARE 0.75
+
+/* The latest finish, in seconds from now, that keeps j within SLO_SHARE of
+ * its capability's objective; 0 when it has none (or is already past it). */
+static double slo_finish_s(const struct sched *s, const struct sjob *j, int64_t now)
+{
+    double slo = s->caps[j->cap].slo_s;
+    if (!(slo > 0))
+        return 0;
+    double age = now > j->spec.submit_ns ? ns_to_s(now - j->spec.submit_ns) : 0;
+    double lim = slo * SLO_SHARE - age;
+    return lim > 0 ? lim : 0;
+}
+
 /* Full GPUs looked at when a decision would load a model (sched_decide). */
 #define HOLD_SCAN 32
 
@@ -584,7 +604,8 @@ static struct sworker *decide(struct sched *s, struct sjob *j, int64_t now,
      * The jobs queued behind this one will want the same full GPUs, so their
      * share of that backlog counts against holding (else a growing queue
      * would wait for warm GPUs forever instead of loading a cold one). */
-    bool hold = false, scored = false;
+    double slack = slo_finish_s(s, j, now);
+    bool hold = false, slo_hold = false, scored = false;
     struct sched_candidate fc;
     struct sworker *fw = sched_full_top(s, j->cap);
     if (fw && !why->cand[0].warm && j->spec.model[0]) {
@@ -628,6 +649,17 @@ static struct sworker *decide(struct sched *s, struct sjob *j, int64_t now,
         int behind = j->state == SJOB_QUEUED ? s->queues[j->qix].q.count - 1 : 0;
         double backlog = behind > 0 ? behind * fc.run_s / (nfull > 0 ? nfull : 1) : 0;
         hold = fc.score_s + backlog + s->cfg.move_margin_s < why->cand[0].score_s;
+        if (!hold && scored && why->cand[0].evict_penalty_s > 0 && fc.score_s <= slack)
+            slo_hold = true;
+    }
+    if (slo_hold) {
+        s->holds++;
+        reason_printf(why->reason, sizeof(why->reason),
+                      "held for %s (holds its model): finishes at %.2fs, within %.0f%% of its"
+                      " %.0fs objective; %s would push out a model in demand",
+                      fw->info.id, fc.score_s, SLO_SHARE * 100, cap->slo_s,
+                      why->cand[0].worker_id);
+        return NULL;
     }
     if (hold) {
         s->holds++;
@@ -640,18 +672,21 @@ static struct sworker *decide(struct sched *s, struct sjob *j, int64_t now,
      * starts at once when that finishes it within that wait of the best. The
      * wait counts twice: this job's, and the next job's — the one the busy
      * GPU's slot would have served, which now waits or goes elsewhere —
-     * while the idle GPU's time is lost if no one takes it. Not a cold GPU
-     * whose load would evict a model in demand: allowed that, seed7 gained
-     * more (p50 2.86 s, SLO 0.878) but p99 rose and zoo's cache hit ratio
-     * fell 0.94 -> 0.86. As is: seed7 p50 3.09 -> 3.03 s, p99 24.9 -> 24.0 s,
-     * SLO 0.846 -> 0.857; zoo unchanged (0.94). */
+     * while the idle GPU's time is lost if no one takes it. A cold GPU too,
+     * even where the load pushes out a model in demand: its score already
+     * carries that eviction's cost (rule 2) and, for a long job, the time it
+     * keeps that model's jobs off the GPU (rule 6). Left out before rule 6
+     * (zoo's cache hit fell 0.94 -> 0.86), that kept image jobs queued on
+     * seed7 while the slow GPUs sat idle holding video; with it, seed7 SLO
+     * 0.925 -> 0.941, best on all three in 5 -> 10 of 10 seeds, zoo hit
+     * 0.945 -> 0.936 (docs/scheduler.md, rule 8). */
     const struct sched_candidate *b = &why->cand[0];
     for (int i = 1; b->wait_s > 0 && i < why->nkept; i++) {
         const struct sched_candidate *o = &why->cand[i];
         if (o->wait_s > 0 || o->score_s > b->score_s + b->wait_s)
             continue;
-        if (!o->warm && o->evict_penalty_s > 0)
-            continue; /* a load there would push out a model in demand */
+        if (!o->warm && o->evict_penalty_s > 0 && b->score_s <= slack)
+            continue; /* rule 9: waiting keeps it within its objective */
         struct sched_candidate oc = *o, bc = *b;
         struct sworker *ow = kept_w[i];
         uint64_t os = kept_seq[i];

@@ -419,7 +419,8 @@ static int set_tenant(struct head_config *cfg, const char *name, const char *sec
     return 1;
 }
 
-/* [capability.NAME] max_gpus: a fan-out cap (R14). */
+/* [capability.NAME] max_gpus: a fan-out cap (R14); slo_s: its latency
+ * objective, submit to finish (docs/scheduler.md rule 9). */
 static int set_fanout(struct head_config *cfg, const char *name, const char *section,
                       const char *key, const char *value, char *err, size_t errlen)
 {
@@ -428,14 +429,15 @@ static int set_fanout(struct head_config *cfg, const char *name, const char *sec
                  SCHED_NAME_MAX - 1);
         return 1;
     }
-    if (strcmp(key, "max_gpus")) {
-        snprintf(err, errlen, "%s.%s: unknown setting (max_gpus)", section, key);
+    bool slo = !strcmp(key, "slo_s");
+    if (strcmp(key, "max_gpus") && !slo) {
+        snprintf(err, errlen, "%s.%s: unknown setting (max_gpus, slo_s)", section, key);
         return 1;
     }
     double d;
-    if (parse_num(section, key, value, 0, 100000, &d, err, errlen))
+    if (parse_num(section, key, value, 0, slo ? 1e6 : 100000, &d, err, errlen))
         return 1;
-    if (d != (double)(int)d) {
+    if (!slo && d != (double)(int)d) {
         snprintf(err, errlen, "%s.%s: must be an integer in 0..100000", section, key);
         return 1;
     }
@@ -451,7 +453,10 @@ static int set_fanout(struct head_config *cfg, const char *name, const char *sec
         f = &cfg->fanout[cfg->nfanout++];
         snprintf(f->name, sizeof f->name, "%s", name);
     }
-    f->max_gpus = (int)d;
+    if (slo)
+        f->slo_s = d;
+    else
+        f->max_gpus = (int)d;
     return 0;
 }
 
@@ -556,9 +561,12 @@ int config_print(const struct head_config *cfg, FILE *f)
         put_double(f, t->burst_gpu_s);
         fprintf(f, "\nmax_inflight = %d\n", t->max_inflight);
     }
-    for (int i = 0; i < cfg->nfanout; i++)
-        fprintf(f, "\n[capability.%s]\nmax_gpus = %d\n", cfg->fanout[i].name,
+    for (int i = 0; i < cfg->nfanout; i++) {
+        fprintf(f, "\n[capability.%s]\nmax_gpus = %d\nslo_s = ", cfg->fanout[i].name,
                 cfg->fanout[i].max_gpus);
+        put_double(f, cfg->fanout[i].slo_s);
+        fputc('\n', f);
+    }
     return ferror(f) ? GPUQ_EIO : 0;
 }
 

@@ -17,10 +17,12 @@
 #define CONFIG_MAX_CAPS 64
 #define CONFIG_MAX_TENANTS 64
 
-/* [capability.NAME] max_gpus: a fan-out cap (R14, sched_cap_limit). */
+/* [capability.NAME] max_gpus: a fan-out cap (R14, sched_cap_limit); slo_s:
+ * its latency objective (sched_cap_slo). */
 struct fanout_config {
     char name[SCHED_NAME_MAX];
     int max_gpus;                /* 0 = none */
+    double slo_s;                /* 0 = none */
 };
 
 struct cap_config {

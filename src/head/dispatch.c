@@ -787,8 +787,10 @@ struct dispatcher *dispatcher_create(struct head *h)
     d->sched = sched_create(&h->cfg.sched);
     hashmap_init(&d->breakers);
     hashmap_init(&d->lanes);
-    for (int i = 0; i < h->cfg.nfanout; i++)
+    for (int i = 0; i < h->cfg.nfanout; i++) {
         sched_cap_limit(d->sched, h->cfg.fanout[i].name, h->cfg.fanout[i].max_gpus);
+        sched_cap_slo(d->sched, h->cfg.fanout[i].name, h->cfg.fanout[i].slo_s);
+    }
     for (int i = 0; i < h->cfg.nmodels; i++) {
         sched_model_set(d->sched, &h->cfg.models[i]);
         sched_model_prior(d->sched, h->cfg.models[i].name, h->cfg.run_s[i], 1024, 1024, 30, 0);

@@ -199,6 +199,8 @@ static void g_init(struct sim *s)
                               k->ref.height, k->ref.steps, k->ref.frames);
         if (s->wl->fanout[c] > 0)
             sched_cap_limit(st->sched, k->name, s->wl->fanout[c]);
+        if (k->slo_s > 0)
+            sched_cap_slo(st->sched, k->name, k->slo_s);
     }
     for (int g = 0; g < s->ngpus; g++)
         update(s, g);

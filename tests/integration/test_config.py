@@ -67,9 +67,11 @@ def test_print_config_round_trips_and_is_accepted(tmp_path, head_factory):
     # A changed file prints its changes, and round-trips again.
     path.write_text(first.replace("move_margin_s = 0.25", "move_margin_s = 0.6")
                     .replace("lease_ms = 30000", "lease_ms = 12345")
-                    + "\n[model.tts-small]\nvram_mb = 3000\nclass = utility\nrun_s = 0.8\n")
+                    + "\n[model.tts-small]\nvram_mb = 3000\nclass = utility\nrun_s = 0.8\n"
+                    + "\n[capability.video]\nslo_s = 240\n")
     second = print_config("--config", str(path))
     assert "move_margin_s = 0.6" in second and "lease_ms = 12345" in second
+    assert "[capability.video]\nmax_gpus = 0\nslo_s = 240\n" in second
     assert "[model.tts-small]" in second
     path2 = tmp_path / "second.conf"
     path2.write_text(second)
@@ -87,6 +89,8 @@ def test_scheduler_knobs_are_checked(tmp_path):
                          ("[scheduler]\nevict_weight = lots\n", "scheduler.evict_weight"),
                          ("[jobs]\nmax_batch_jobs = 0\n", "jobs.max_batch_jobs"),
                          ("[capacity]\nmax_gpus = -2\n", "capacity.max_gpus"),
+                         ("[capability.video]\nslo_s = -1\n", "capability.video.slo_s"),
+                         ("[capability.video]\nslo = 5\n", "capability.video.slo: unknown"),
                          ("[scheduler]\nnope = 1\n", "scheduler.nope: unknown setting")]:
         path = tmp_path / "bad.conf"
         path.write_text(text)

@@ -5,8 +5,11 @@
  * GPU that failed them once another can run them, explanations, lost
  * workers, load-ratio tie-break, queue tiers, long jobs that wait for their
  * model's GPU rather than push out a model in demand and take the slower GPU
- * when they must, batch jobs that starve behind the interactive headroom,
- * and batch jobs that leave a model few GPUs can hold to its jobs. */
+ * when they must, jobs that start now on an idle cold GPU rather than
+ * wait within as long again, jobs with a latency objective that wait for
+ * their model's GPU while that keeps them in time, batch jobs that starve
+ * behind the interactive headroom, and batch jobs that leave a model few
+ * GPUs can hold to its jobs. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1100,6 +1103,50 @@ static void test_start_now_within_the_wait(void **state)
     start_now_case(2.45, "gpu0", false);
 }
 
+/* Rule 8: start now on a cold GPU even where the load pushes out a model
+ * in demand. gpu0 holds image-v2 and runs job 1 (0-2.5 s); gpu1 holds
+ * video, which was asked for. Job 2 waits 2.5 s for gpu0 (finishes at
+ * 5.0 s) rather than load on gpu1: 5 + 2.5 + 10 x 2.5 / 75 (video's reload,
+ * as the slowdown of its next job) = 7.83 s, more than 5.0 + 2.5. Job 3
+ * would wait 5.0 s (finishing at 7.5 s): gpu1's 7.83 s is within that wait,
+ * so it loads image-v2 there and starts at once (before, a cold GPU whose
+ * load evicts a model in demand never started now: job 3 queued on gpu0). */
+static void test_start_now_on_a_cold_gpu_in_demand(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    struct worker_info w;
+    mk_worker(&w, "gpu0", 32768);
+    load(&w, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    mk_worker(&w, "gpu1", 32768);
+    load(&w, "video", 28672);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    struct rec r = {0};
+    uint64_t id;
+    add(s, 100, "video", "video", 1, 0);
+    assert_int_equal(sched_job_cancel(s, 100, 0), 0);
+    add(s, 1, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu0");
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    add(s, 2, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu0");
+    const struct sched_candidate *cold = cand_of(&r.why, "gpu1");
+    assert_non_null(cold);
+    assert_float_equal(cold->evict_penalty_s, 10.0 * 2.5 / 75, 1e-6);
+    assert_float_equal(cold->score_s, 5 + 2.5 + 10.0 * 2.5 / 75, 1e-6);
+    add(s, 3, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_int_equal(r.job, 3);
+    assert_string_equal(r.worker, "gpu1");
+    assert_false(r.why.cand[0].warm);
+    assert_true(r.why.cand[0].evict_penalty_s > 0);
+    assert_non_null(strstr(r.why.reason, "starts now (cold load)"));
+    sched_destroy(s);
+}
+
 /* gpu0 runs a 75 s video job (from 0); gpu1 holds image-v2. A second video
  * job arrives at `at`. With image demand (image_demand), loading video on
  * gpu1 would keep the image jobs off it for the rest of the video run: the
@@ -1145,7 +1192,9 @@ static void test_long_job_waits_rather_than_displace_a_model_in_demand(void **st
 {
     (void)state;
     long_job_case(40, true, "gpu0");
-    long_job_case(0, true, "gpu0");   /* 150 s vs 162.5 s */
+    /* At 0 waiting for gpu0 scores best (150 s vs 162.5 s), but 162.5 s is
+     * within its 75 s wait: rule 8 starts it now on gpu1. */
+    long_job_case(0, true, "gpu1");
     long_job_case(40, false, "gpu1"); /* nothing displaced: 85 s vs 110 s */
 }
 
@@ -1183,6 +1232,98 @@ static void test_long_job_leaves_the_fast_gpu_to_short_jobs(void **state)
     assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
     assert_string_equal(r.worker, "gpu0");
     sched_destroy(s);
+}
+
+/* Rule 9, the start-now side: the setup of long_job_case at 0 s (gpu0 runs
+ * a 75 s video job, gpu1 holds image-v2 in demand). Waiting for gpu0
+ * finishes the second video job at 150 s; rule 8 would start it now on
+ * gpu1 (162.5 s, within the 75 s wait). With video's objective at 240 s,
+ * 150 s is within 0.75 of it (180 s): it waits for gpu0 and gpu1 keeps
+ * image-v2. At 180 s (135 s) waiting no longer keeps it in time: gpu1. */
+static void slo_start_now_case(double slo_s, const char *want)
+{
+    struct sched *s = mk_sched();
+    assert_int_equal(sched_cap_slo(s, "video", slo_s), 0);
+    struct worker_info w;
+    mk_worker(&w, "gpu0", 32768);
+    load(&w, "video", 28672);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    mk_worker(&w, "gpu1", 32768);
+    load(&w, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    struct rec r = {0};
+    uint64_t id;
+    add(s, 100, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_job_cancel(s, 100, 0), 0);
+    add(s, 1, "video", "video", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    add(s, 2, "video", "video", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_int_equal(r.job, 2);
+    assert_string_equal(r.worker, want);
+    sched_destroy(s);
+}
+
+static void test_slo_long_job_waits_for_its_model_while_in_time(void **state)
+{
+    (void)state;
+    slo_start_now_case(240, "gpu0");
+    slo_start_now_case(180, "gpu1");
+    slo_start_now_case(0, "gpu1"); /* no objective: rule 8 */
+}
+
+/* Rule 9, the hold side (late binding only: gpu0, running video, is not
+ * open). Jobs 2-4 are video, queued behind job 1 on gpu0; gpu1 holds
+ * image-v2 in demand. Loading on gpu1 finishes job 2 at 10 + 75 + 5 + 72.5
+ * = 162.5 s; waiting for gpu0 at 150 s, but the two jobs behind it would
+ * wait for gpu0 too (+150 s), so the plain hold lets it load. With video's
+ * objective at 240 s, 150 s is within 0.75 of it: it stays queued for gpu0
+ * and takes it when gpu0 frees. */
+static void test_slo_hold_for_the_gpu_that_holds_the_model(void **state)
+{
+    (void)state;
+    for (int with_slo = 0; with_slo <= 1; with_slo++) {
+        struct sched_config cfg;
+        sched_config_defaults(&cfg);
+        cfg.queue_depth = 0;
+        cfg.evict_weight = 1.0;
+        struct sched *s = mk_sched_cfg(&cfg);
+        if (with_slo)
+            assert_int_equal(sched_cap_slo(s, "video", 240), 0);
+        struct worker_info w;
+        mk_worker(&w, "gpu0", 32768);
+        load(&w, "video", 28672);
+        assert_int_equal(sched_worker_update(s, &w, 0), 0);
+        mk_worker(&w, "gpu1", 32768);
+        load(&w, "image-v2", 22528);
+        assert_int_equal(sched_worker_update(s, &w, 0), 0);
+        struct rec r = {0};
+        uint64_t id;
+        add(s, 100, "image.fast", "image-v2", 1, 0);
+        assert_int_equal(sched_job_cancel(s, 100, 0), 0);
+        add(s, 1, "video", "video", 1, 0);
+        assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+        assert_string_equal(r.worker, "gpu0");
+        assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+        for (uint64_t k = 2; k <= 4; k++)
+            add(s, k, "video", "video", 1, 0);
+        struct sched_stats st;
+        if (!with_slo) {
+            assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+            assert_int_equal(r.job, 2);
+            assert_string_equal(r.worker, "gpu1");
+        } else {
+            assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 0);
+            sched_stats(s, &st);
+            assert_true(st.holds > 0);
+            assert_int_equal(sched_job_finished(s, 1, true, 0, S(75), S(75)), 0);
+            assert_int_equal(sched_dispatch(s, S(75), on_placed, &r), 1);
+            assert_int_equal(r.job, 2);
+            assert_string_equal(r.worker, "gpu0");
+        }
+        sched_destroy(s);
+    }
 }
 
 /* A batch job's ETA assumes the work ahead of it drains no faster than the
@@ -1370,6 +1511,9 @@ int main(void)
         cmocka_unit_test(test_default_binds_only_where_it_starts),
         cmocka_unit_test(test_idle_gpu_takes_job_placed_behind_an_overdue_one),
         cmocka_unit_test(test_start_now_within_the_wait),
+        cmocka_unit_test(test_start_now_on_a_cold_gpu_in_demand),
+        cmocka_unit_test(test_slo_long_job_waits_for_its_model_while_in_time),
+        cmocka_unit_test(test_slo_hold_for_the_gpu_that_holds_the_model),
         cmocka_unit_test(test_long_job_waits_rather_than_displace_a_model_in_demand),
         cmocka_unit_test(test_long_job_leaves_the_fast_gpu_to_short_jobs),
         cmocka_unit_test(test_batch_eta_at_measured_lane_rate),
