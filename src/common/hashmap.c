@@ -11,16 +11,20 @@
 
 enum slot_state { SLOT_EMPTY = 0, SLOT_LIVE = 1, SLOT_DEAD = 2 };
 
+/* 40 bytes: maps with an entry per job (the scheduler's, admission's) hold
+ * about two slots a job, so each byte here counts (issue 20). Keys are
+ * shorter than 4 GiB. */
 struct hashmap_slot {
     uint64_t hash;
     void *val;
-    size_t klen;
+    uint32_t klen;
+    unsigned char state;
     union {
         char inl[INLINE_KEY];
         char *heap;
     } k;
-    unsigned char state;
 };
+_Static_assert(sizeof(struct hashmap_slot) == 40, "a slot stays 40 bytes");
 
 static const char *slot_key(const struct hashmap_slot *s)
 {
@@ -114,7 +118,7 @@ void *hashmap_put(struct hashmap *m, const void *key, size_t klen, void *val)
     s->state = SLOT_LIVE;
     s->hash = h;
     s->val = val;
-    s->klen = klen;
+    s->klen = (uint32_t)klen;
     if (klen <= INLINE_KEY) {
         memcpy(s->k.inl, key, klen);
     } else {

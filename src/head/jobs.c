@@ -47,7 +47,7 @@ struct cjob {
     int64_t tenant_id;
     const char *capability, *model, *tenant_name; /* interned (jobs.names) */
     uint32_t width, height, steps, frames;
-    int64_t deadline_ms, timeout_ms, created_ms, order_ns, acct_cost_ms;
+    int64_t timeout_ms, created_ms, order_ns; /* deadline_ms is 0 (rec_restable) */
     double cost_s, tag_s;
     uint64_t version;
     int32_t acct_queue;
@@ -128,6 +128,13 @@ static void timed_unlink(struct jobs *t, struct hjob *j)
     j->timed = false;
 }
 
+/* What a queued job of cost_s adds to its queue group's backlog (ms). A job
+ * at rest holds no copy: it is this of its cost_s. */
+static int64_t cost_ms_of(double cost_s)
+{
+    return cost_s > 0 ? (int64_t)(cost_s * 1000 + 0.5) : 0;
+}
+
 /* The index of r's queue group, created on first use. */
 static int queue_of(struct jobs *t, const struct job_rec *r)
 {
@@ -174,7 +181,7 @@ static void account(struct jobs *t, struct hjob *j, bool gone)
     t->states[st]++;
     if (st == LC_QUEUED) {
         j->acct_queue = queue_of(t, &j->rec);
-        j->acct_cost_ms = j->rec.cost_s > 0 ? (int64_t)(j->rec.cost_s * 1000 + 0.5) : 0;
+        j->acct_cost_ms = cost_ms_of(j->rec.cost_s);
         t->queues[j->acct_queue].depth++;
         t->queues[j->acct_queue].backlog_ms += j->acct_cost_ms;
     }
@@ -454,7 +461,8 @@ static bool rec_restable(const struct job_rec *r)
 static bool freezable(const struct hjob *j)
 {
     return j->committed && !j->completing && !j->timed && !j->watchers && !j->waiters &&
-           j->acct_state == LC_QUEUED && rec_restable(&j->rec);
+           j->acct_state == LC_QUEUED && j->acct_cost_ms == cost_ms_of(j->rec.cost_s) &&
+           rec_restable(&j->rec);
 }
 
 static void grow_cold(struct jobs *t)
@@ -546,7 +554,7 @@ static void slab_release(struct jobs *t, struct cjob *c)
 /* A cjob for r (rec_restable), linked in the cold hash, with the counts it
  * carries; one allocation, params and key in its tail. */
 static struct cjob *cold_add(struct jobs *t, const struct job_rec *r, uint64_t version,
-                             int acct_queue, int64_t acct_cost_ms)
+                             int acct_queue)
 {
     if (t->ccount + 1 > t->ncbuckets)
         grow_cold(t);
@@ -569,11 +577,9 @@ static struct cjob *cold_add(struct jobs *t, const struct job_rec *r, uint64_t v
     c->height = r->height;
     c->steps = r->steps;
     c->frames = r->frames;
-    c->deadline_ms = r->lc.deadline_ms;
     c->timeout_ms = r->lc.timeout_ms;
     c->created_ms = r->created_ms;
     c->order_ns = r->order_ns;
-    c->acct_cost_ms = acct_cost_ms;
     c->cost_s = r->cost_s;
     c->tag_s = r->tag_s;
     c->version = version;
@@ -595,7 +601,7 @@ bool jobs_freeze(struct jobs *t, struct hjob *j)
 {
     if (!freezable(j))
         return false;
-    cold_add(t, &j->rec, j->version, j->acct_queue, j->acct_cost_ms);
+    cold_add(t, &j->rec, j->version, j->acct_queue);
     hot_unlink(t, j);
     free_job(j);
     return true;
@@ -606,8 +612,8 @@ bool jobs_insert_at_rest(struct jobs *t, struct job_rec *rec)
     if (!rec_restable(rec))
         return false;
     int q = queue_of(t, rec);
-    int64_t cost_ms = rec->cost_s > 0 ? (int64_t)(rec->cost_s * 1000 + 0.5) : 0;
-    cold_add(t, rec, 0, q, cost_ms);
+    int64_t cost_ms = cost_ms_of(rec->cost_s);
+    cold_add(t, rec, 0, q);
     t->states[LC_QUEUED]++;
     t->queues[q].depth++;
     t->queues[q].backlog_ms += cost_ms;
@@ -647,7 +653,7 @@ static void cold_fill(const struct cjob *c, struct job_rec *r)
     r->lane = (enum job_lane)c->lane;
     r->tier = (enum job_tier)c->tier;
     r->lc.state = LC_QUEUED;
-    r->lc.deadline_ms = c->deadline_ms;
+    r->lc.deadline_ms = 0;
     r->lc.timeout_ms = c->timeout_ms;
     r->created_ms = c->created_ms;
     r->order_ns = c->order_ns;
@@ -670,7 +676,7 @@ static struct hjob *thaw(struct jobs *t, struct cjob **pc)
     j->version = c->version;
     j->acct_state = LC_QUEUED;
     j->acct_queue = c->acct_queue;
-    j->acct_cost_ms = c->acct_cost_ms;
+    j->acct_cost_ms = cost_ms_of(c->cost_s);
     hot_link(t, j);
     slab_release(t, c);
     return j;
@@ -850,7 +856,7 @@ void jobs_foreach(struct jobs *t, void (*fn)(void *arg, const struct hjob *j), v
             cold_fill(c, &tmp->rec);
             tmp->version = c->version;
             tmp->acct_queue = c->acct_queue;
-            tmp->acct_cost_ms = c->acct_cost_ms;
+            tmp->acct_cost_ms = cost_ms_of(c->cost_s);
             fn(arg, tmp);
         }
     }
