@@ -42,10 +42,17 @@ struct slab {
  * idempotency key is kept only when there is one; the body hash as its 32
  * bytes. Counted in the table's counts as queued (acct_*), never on the timed
  * list, nobody waits on it. */
+/* Whose a job at rest is: its tenant, capability and model, shared by every
+ * job at rest with the same ones (interned in jobs.whos; few distinct). */
+struct cwho {
+    int64_t tenant_id;
+    const char *capability, *model, *tenant_name; /* into text */
+    char text[];
+};
+
 struct cjob {
     uint64_t id;
-    int64_t tenant_id;
-    const char *capability, *model, *tenant_name; /* interned (jobs.names) */
+    const struct cwho *who;     /* interned (jobs.whos) */
     uint32_t width, height, steps, frames;
     int64_t timeout_ms, created_ms, order_ns; /* deadline_ms is 0 (rec_restable) */
     double cost_s, tag_s;
@@ -66,7 +73,7 @@ struct jobs {
     struct cjob **cbuckets;     /* the jobs at rest (struct cjob), by id */
     size_t ncbuckets, ccount;
     struct slab *slabs;         /* newest first; slabs->used grows */
-    struct hashmap names;       /* interned capability, model and tenant names */
+    struct hashmap whos;        /* interned struct cwho, by tenant id and names */
     struct idem_entry **ibuckets;
     size_t nibuckets, icount;
     uint64_t next_id;
@@ -110,7 +117,7 @@ struct jobs *jobs_create(void)
     t->cbuckets = xcalloc(t->ncbuckets, sizeof *t->cbuckets);
     t->next_id = 1;
     hashmap_init(&t->qmap);
-    hashmap_init(&t->names);
+    hashmap_init(&t->whos);
     return t;
 }
 
@@ -262,15 +269,15 @@ void jobs_destroy(struct jobs *t)
         munmap(b, b->size);
     }
     size_t pos = 0;
-    void *name;
-    while (hashmap_next(&t->names, &pos, NULL, NULL, &name))
-        free(name);
+    void *who;
+    while (hashmap_next(&t->whos, &pos, NULL, NULL, &who))
+        free(who);
     free(t->buckets);
     free(t->ibuckets);
     free(t->cbuckets);
     free(t->queues);
     hashmap_fini(&t->qmap);
-    hashmap_fini(&t->names);
+    hashmap_fini(&t->whos);
     pthread_mutex_destroy(&t->lock);
     free(t);
 }
@@ -401,14 +408,37 @@ struct hjob *jobs_insert(struct jobs *t, struct job_rec *rec)
 
 /* ---- jobs at rest (struct cjob) ---- */
 
-static const char *intern(struct jobs *t, const char *name)
+/* The interned struct cwho of r's tenant, capability and model. */
+static const struct cwho *intern_who(struct jobs *t, const struct job_rec *r)
 {
-    char *v = hashmap_get_str(&t->names, name);
-    if (!v) {
-        v = xstrdup(name);
-        hashmap_put_str(&t->names, v, v);
-    }
-    return v;
+    size_t nc = strnlen(r->capability, REC_NAME_MAX - 1);
+    size_t nm = strnlen(r->model, REC_NAME_MAX - 1);
+    size_t nt = strnlen(r->tenant_name, REC_NAME_MAX - 1);
+    char key[sizeof(int64_t) + 3 * REC_NAME_MAX];
+    size_t n = 0;
+    memcpy(key, &r->tenant_id, sizeof r->tenant_id);
+    n += sizeof r->tenant_id;
+    memcpy(key + n, r->capability, nc);
+    key[n + nc] = '\0';
+    n += nc + 1;
+    memcpy(key + n, r->model, nm);
+    key[n + nm] = '\0';
+    n += nm + 1;
+    memcpy(key + n, r->tenant_name, nt);
+    key[n + nt] = '\0';
+    n += nt + 1;
+    struct cwho *w = hashmap_get(&t->whos, key, n);
+    if (w)
+        return w;
+    size_t names = n - sizeof r->tenant_id;
+    w = xmalloc(sizeof *w + names);
+    w->tenant_id = r->tenant_id;
+    memcpy(w->text, key + sizeof r->tenant_id, names);
+    w->capability = w->text;
+    w->model = w->text + nc + 1;
+    w->tenant_name = w->text + nc + 1 + nm + 1;
+    hashmap_put(&t->whos, key, n, w);
+    return w;
 }
 
 static int hexval(char c)
@@ -503,11 +533,11 @@ static struct slab *slab_map(size_t size)
     return p;
 }
 
-/* Room for n bytes at rest (16-aligned), in the newest slab or a new one;
- * the cjob header zeroed. */
+/* Room for n bytes at rest (8-aligned: a cjob holds nothing wider), in the
+ * newest slab or a new one; the cjob header zeroed. */
 static struct cjob *slab_alloc(struct jobs *t, size_t n)
 {
-    n = (n + 15) & ~(size_t)15;
+    n = (n + 7) & ~(size_t)7;
     struct slab *b = t->slabs;
     if (!b || b->used + n > SLAB_BYTES - sizeof *b) {
         if (b && b->live == 0) { /* empty (emptied while newest): not kept behind */
@@ -562,10 +592,7 @@ static struct cjob *cold_add(struct jobs *t, const struct job_rec *r, uint64_t v
     size_t klen = r->idem_key[0] ? strnlen(r->idem_key, REC_IDEM_MAX - 1) + 1 : 0;
     struct cjob *c = slab_alloc(t, sizeof *c + plen + 1 + klen);
     c->id = r->id;
-    c->tenant_id = r->tenant_id;
-    c->capability = intern(t, r->capability);
-    c->model = intern(t, r->model);
-    c->tenant_name = intern(t, r->tenant_name);
+    c->who = intern_who(t, r);
     c->has_params = r->params_json != NULL;
     memcpy(c->text, r->params_json ? r->params_json : "", plen + 1);
     if (klen) {
@@ -636,10 +663,10 @@ static void copy_str(char *dst, size_t size, const char *src)
 static void cold_fill(const struct cjob *c, struct job_rec *r)
 {
     r->id = c->id;
-    r->tenant_id = c->tenant_id;
-    copy_str(r->capability, sizeof r->capability, c->capability);
-    copy_str(r->model, sizeof r->model, c->model);
-    copy_str(r->tenant_name, sizeof r->tenant_name, c->tenant_name);
+    r->tenant_id = c->who->tenant_id;
+    copy_str(r->capability, sizeof r->capability, c->who->capability);
+    copy_str(r->model, sizeof r->model, c->who->model);
+    copy_str(r->tenant_name, sizeof r->tenant_name, c->who->tenant_name);
     r->params_json = c->has_params ? (char *)c->text : NULL;
     copy_str(r->idem_key, sizeof r->idem_key, c->idem_at ? c->text + c->idem_at : "");
     if (c->has_hash)
