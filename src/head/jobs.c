@@ -36,12 +36,6 @@ struct slab {
     _Alignas(16) char data[];
 };
 
-/* A queued job at rest, in about a sixth of a struct hjob: only what such a
- * job can hold (freezable and rec_restable say which jobs qualify: every
- * other field of their record is zero or empty). Names are interned in the table; the
- * idempotency key is kept only when there is one; the body hash as its 32
- * bytes. Counted in the table's counts as queued (acct_*), never on the timed
- * list, nobody waits on it. */
 /* Whose a job at rest is: its tenant, capability and model, shared by every
  * job at rest with the same ones (interned in jobs.whos; few distinct). */
 struct cwho {
@@ -50,6 +44,15 @@ struct cwho {
     char text[];
 };
 
+/* A queued job at rest, in about a tenth of a struct hjob: only what such a
+ * job can hold (freezable and rec_restable say which jobs qualify: every
+ * other field of their record is zero or empty). Its tenant and names are
+ * one interned struct cwho. The idempotency key is kept only when there is
+ * one, and the body hash (as 32 bytes) only with it: the hash is compared
+ * only when a request replays the key (head_submit), and the store, which
+ * keeps it, is never written it again (no update sets it), so a job without
+ * a key comes back with an empty body_hash. Counted in the table's counts
+ * as queued (acct_*), never on the timed list, nobody waits on it. */
 struct cjob {
     uint64_t id;
     const struct cwho *who;     /* interned (jobs.whos) */
@@ -60,10 +63,11 @@ struct cjob {
     int32_t acct_queue;
     uint32_t idem_at;           /* the idempotency key's offset in text; 0 = none */
     uint8_t lane, tier, admitted, has_hash, has_params;
-    uint8_t body_hash[32];
     struct cjob *next;          /* hash chain */
     struct slab *slab;          /* where it lives */
-    char text[];                /* params_json ("" when none), NUL, [idem_key, NUL] */
+    /* params_json ("" when none), NUL, then with an idempotency key: the key,
+     * NUL, and the body hash as 32 bytes when has_hash. */
+    char text[];
 };
 
 struct jobs {
@@ -590,7 +594,8 @@ static struct cjob *cold_add(struct jobs *t, const struct job_rec *r, uint64_t v
         grow_cold(t);
     size_t plen = r->params_json ? strlen(r->params_json) : 0;
     size_t klen = r->idem_key[0] ? strnlen(r->idem_key, REC_IDEM_MAX - 1) + 1 : 0;
-    struct cjob *c = slab_alloc(t, sizeof *c + plen + 1 + klen);
+    bool hash = klen && r->body_hash[0];
+    struct cjob *c = slab_alloc(t, sizeof *c + plen + 1 + klen + (hash ? 32 : 0));
     c->id = r->id;
     c->who = intern_who(t, r);
     c->has_params = r->params_json != NULL;
@@ -614,9 +619,9 @@ static struct cjob *cold_add(struct jobs *t, const struct job_rec *r, uint64_t v
     c->lane = (uint8_t)r->lane;
     c->tier = (uint8_t)r->tier;
     c->admitted = r->admitted;
-    c->has_hash = r->body_hash[0] != '\0';
-    if (c->has_hash)
-        hash_pack(r->body_hash, c->body_hash);
+    c->has_hash = hash;
+    if (hash)
+        hash_pack(r->body_hash, (uint8_t *)c->text + c->idem_at + klen);
     size_t h = mix64(c->id) & (t->ncbuckets - 1);
     c->next = t->cbuckets[h];
     t->cbuckets[h] = c;
@@ -670,7 +675,8 @@ static void cold_fill(const struct cjob *c, struct job_rec *r)
     r->params_json = c->has_params ? (char *)c->text : NULL;
     copy_str(r->idem_key, sizeof r->idem_key, c->idem_at ? c->text + c->idem_at : "");
     if (c->has_hash)
-        hash_unpack(c->body_hash, r->body_hash);
+        hash_unpack((const uint8_t *)c->text + c->idem_at + strlen(c->text + c->idem_at) + 1,
+                    r->body_hash);
     else
         r->body_hash[0] = '\0';
     r->width = c->width;

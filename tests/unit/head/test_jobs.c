@@ -45,6 +45,8 @@ static void make_rec(struct job_rec *r, uint64_t id, const char *idem)
     r->order_ns = 99 + (int64_t)id;
 }
 
+/* a: a job back from rest; b: the record it was made from. The body hash is
+ * kept only with an idempotency key (only a replay of the key compares it). */
 static void assert_same(const struct job_rec *a, const struct job_rec *b)
 {
     assert_int_equal(a->id, b->id);
@@ -59,7 +61,7 @@ static void assert_same(const struct job_rec *a, const struct job_rec *b)
     assert_int_equal(a->lane, b->lane);
     assert_int_equal(a->tier, b->tier);
     assert_string_equal(a->idem_key, b->idem_key);
-    assert_string_equal(a->body_hash, b->body_hash);
+    assert_string_equal(a->body_hash, b->idem_key[0] ? b->body_hash : "");
     assert_int_equal(a->lc.state, b->lc.state);
     assert_int_equal(a->lc.attempt, b->lc.attempt);
     assert_int_equal(a->lc.deadline_ms, b->lc.deadline_ms);
@@ -196,7 +198,8 @@ static void add_job(void *arg, const struct hjob *j)
     s->n++;
     s->ids += j->rec.id;
     s->params_ok = s->params_ok && !strcmp(j->rec.params_json, want) &&
-                   !strcmp(j->rec.body_hash, HASH_A) && !strcmp(j->rec.model, "image-v2");
+                   !strcmp(j->rec.body_hash, j->rec.idem_key[0] ? HASH_A : "") &&
+                   !strcmp(j->rec.model, "image-v2");
 }
 
 static void test_many_at_rest_foreach_find_sweep(void **state)
