@@ -34,21 +34,29 @@ struct jtrace {
     char *text;                /* ntext steps, each NUL-terminated; NULL when none */
     uint32_t len;              /* bytes of text */
     uint16_t n, ntext;
-    int32_t dropped;
-    int32_t last_evictions;    /* of the latest placement: the model load's evictions */
-    uint32_t cost;             /* bytes counted in T.bytes for it */
+    uint16_t dropped;          /* steps over the cap (saturates) */
+    int16_t last_evictions;    /* of the latest placement: the model load's evictions */
     uint8_t lane, tier;        /* accepted */
-    bool has_eta;              /* queued: with an ETA */
-    bool why_owned;            /* why is this trace's own copy (not interned) */
+    uint8_t flags;             /* P_*: which prelude steps are held, and how */
+    /* The prelude's times: base_ms is the first held step's (accepted's when
+     * held); the others are ms after it. */
+    int32_t admitted_off, queued_off;
+    int64_t base_ms;
     int64_t eta_finish_ms;     /* first ETA (wall); 0 = none */
-    /* The prelude: each step is held when its time is not 0. */
-    int64_t accepted_ms, admitted_ms, queued_ms;
     double cost_s;             /* accepted: the job's estimated cost */
     double eta_start_s, eta_finish_s; /* queued with an ETA (why NULL) */
     const char *why;           /* queued without an ETA: its waiting reason, or NULL */
 };
-/* 120 bytes: one 128-byte allocation for a queued job's whole trace. */
-_Static_assert(sizeof(struct jtrace) <= 120, "a queued job's trace fits 128 bytes");
+/* 104 bytes: one 112-byte allocation for a queued job's whole trace. */
+_Static_assert(sizeof(struct jtrace) <= 104, "a queued job's trace fits 112 bytes");
+
+enum {
+    P_ACCEPTED = 1, /* the prelude's steps, in their order (P_ACCEPTED << i) */
+    P_ADMITTED = 2,
+    P_QUEUED = 4,
+    P_HAS_ETA = 8,    /* queued: with an ETA (else why, or nothing) */
+    P_WHY_OWNED = 16, /* why is this trace's own copy (not interned) */
+};
 
 /* Waiting reasons repeat ("no GPU with capability ..."): the first
  * REASONS_MAX distinct ones are interned, shared by every trace; others are
@@ -96,17 +104,16 @@ static size_t chunk(size_t n)
     return c < 32 ? 32 : c;
 }
 
-/* Brings t->cost and T.bytes up to date with what t holds now; its share of
- * the hash table (one bucket pointer) included. */
-static void recost(struct jtrace *t)
+/* What t takes from the budget: its allocations, and its share of the hash
+ * table (one bucket pointer). Callers add the change to T.bytes. */
+static size_t cost_of(const struct jtrace *t)
 {
     size_t c = chunk(sizeof *t) + sizeof(struct jtrace *);
     if (t->text)
         c += chunk(t->len);
-    if (t->why && t->why_owned)
+    if (t->why && (t->flags & P_WHY_OWNED))
         c += chunk(strlen(t->why) + 1);
-    T.bytes = T.bytes - t->cost + c;
-    t->cost = (uint32_t)c;
+    return c;
 }
 
 static uint64_t id_hash(uint64_t x)
@@ -143,7 +150,7 @@ static void grow_buckets(void)
 
 static void jtrace_free(struct jtrace *t)
 {
-    if (t->why_owned)
+    if (t->flags & P_WHY_OWNED)
         free((char *)t->why);
     free(t->text);
     free(t);
@@ -159,7 +166,7 @@ static void unlink_oldest(struct jtrace *t)
     while (*pt != t)
         pt = &(*pt)->hnext;
     *pt = t->hnext;
-    T.bytes -= t->cost;
+    T.bytes -= cost_of(t);
     T.ntraces--;
 }
 
@@ -177,7 +184,7 @@ static struct jtrace *get(uint64_t id, bool create)
         grow_buckets();
     struct jtrace *t = xcalloc(1, sizeof *t);
     t->id = id;
-    recost(t);
+    T.bytes += cost_of(t);
     T.ntraces++;
     struct jtrace **b = bucket_of(id);
     t->hnext = *b;
@@ -218,7 +225,8 @@ static void evict_for(struct jtrace *t)
 static bool room(struct jtrace *t, bool always)
 {
     if (t->n >= T.max_steps && !always) {
-        t->dropped++;
+        if (t->dropped < UINT16_MAX)
+            t->dropped++;
         return false;
     }
     return true;
@@ -231,13 +239,13 @@ static void append(struct jtrace *t, struct buf *b, bool always)
     buf_puts(b, "}");
     if (!room(t, always))
         return;
-    size_t len = b->len + 1;
+    size_t len = b->len + 1, old = cost_of(t);
     t->text = xrealloc(t->text, t->len + len);
     memcpy(t->text + t->len, b->data, len);
     t->len += (uint32_t)len;
     t->ntext++;
     t->n++;
-    recost(t);
+    T.bytes = T.bytes - old + cost_of(t);
     evict_for(t);
 }
 
@@ -259,12 +267,37 @@ static void put_str(struct buf *b, const char *key, const char *val)
     struct jtrace *t = get(id, create);                                                       \
     if (t)
 
-/* A prelude step (accepted, admitted, queued) is held at *at_ms. */
-static void prelude_step(struct jtrace *t, int64_t *at_ms, int64_t when)
+static int32_t clamp_off(int64_t ms)
 {
-    if (*at_ms || !room(t, false))
+    return ms > INT32_MAX ? INT32_MAX : ms < INT32_MIN ? INT32_MIN : (int32_t)ms;
+}
+
+/* When prelude step i (0 accepted, 1 admitted, 2 queued) happened; 0 when
+ * it is not held. */
+static int64_t prelude_at(const struct jtrace *t, int i)
+{
+    if (!(t->flags & (P_ACCEPTED << i)))
+        return 0;
+    return t->base_ms + (i == 0 ? 0 : i == 1 ? t->admitted_off : t->queued_off);
+}
+
+/* Prelude step i happened at when (lock held). */
+static void prelude_step(struct jtrace *t, int i, int64_t when)
+{
+    if ((t->flags & (P_ACCEPTED << i)) || !room(t, false))
         return; /* each happens once a job; a second one would be a bug, kept out */
-    *at_ms = when ? when : 1;
+    if (!(t->flags & (P_ACCEPTED | P_ADMITTED | P_QUEUED))) {
+        t->base_ms = when;
+    } else if (i == 0) { /* accepted is the base: the others move by the difference */
+        t->admitted_off = clamp_off(t->admitted_off + (t->base_ms - when));
+        t->queued_off = clamp_off(t->queued_off + (t->base_ms - when));
+        t->base_ms = when;
+    }
+    if (i == 1)
+        t->admitted_off = clamp_off(when - t->base_ms);
+    else if (i == 2)
+        t->queued_off = clamp_off(when - t->base_ms);
+    t->flags |= (uint8_t)(P_ACCEPTED << i);
     t->n++;
     evict_for(t);
 }
@@ -276,7 +309,7 @@ void trace_accepted(const struct job_rec *r)
         t->lane = (uint8_t)r->lane;
         t->tier = (uint8_t)r->tier;
         t->cost_s = r->cost_s;
-        prelude_step(t, &t->accepted_ms, r->created_ms);
+        prelude_step(t, 0, r->created_ms);
     }
     pthread_mutex_unlock(&T.lock);
 }
@@ -285,7 +318,7 @@ void trace_admitted(uint64_t id)
 {
     WITH_TRACE(id, true, t)
     {
-        prelude_step(t, &t->admitted_ms, clock_wall_ms());
+        prelude_step(t, 1, clock_wall_ms());
     }
     pthread_mutex_unlock(&T.lock);
 }
@@ -302,7 +335,7 @@ static const char *keep_reason(struct jtrace *t, const char *why)
         hashmap_put_str(&T.reasons, v, v);
         return v;
     }
-    t->why_owned = true;
+    t->flags |= P_WHY_OWNED;
     return xstrdup(why);
 }
 
@@ -322,19 +355,20 @@ void trace_queued(uint64_t id, double start_s, double finish_s, const char *why)
             else if (!at)
                 at = step_at(p);
         }
-        if (!t->queued_ms) {
+        if (!(t->flags & P_QUEUED)) {
             if (start_s >= 0) {
-                t->has_eta = true;
+                t->flags |= P_HAS_ETA;
                 t->eta_start_s = start_s;
                 t->eta_finish_s = finish_s;
                 if (!t->eta_finish_ms)
                     t->eta_finish_ms = now + (int64_t)(finish_s * 1000);
             } else if (why && *why) {
+                size_t old = cost_of(t);
                 t->why = keep_reason(t, why);
-                recost(t);
+                T.bytes = T.bytes - old + cost_of(t);
             }
         }
-        prelude_step(t, &t->queued_ms, at ? at : now);
+        prelude_step(t, 2, at ? at : now);
     }
     pthread_mutex_unlock(&T.lock);
 }
@@ -345,9 +379,9 @@ static void render_prelude(const struct jtrace *t, const struct job_rec *r, stru
 {
     struct buf b;
     for (int i = 0; i < 3; i++) {
-        int64_t at = i == 0 ? t->accepted_ms : i == 1 ? t->admitted_ms : t->queued_ms;
-        if (!at)
+        if (!(t->flags & (P_ACCEPTED << i)))
             continue;
+        int64_t at = prelude_at(t, i);
         if (i == 0) {
             step_start(&b, at, "accepted");
             put_str(&b, "capability", r->capability);
@@ -360,7 +394,7 @@ static void render_prelude(const struct jtrace *t, const struct job_rec *r, stru
             buf_puts(&b, ",\"detail\":\"stored durably; 201 sent\"");
         } else {
             step_start(&b, at, "queued");
-            if (t->has_eta)
+            if (t->flags & P_HAS_ETA)
                 buf_printf(&b, ",\"eta_start_s\":%.3f,\"eta_finish_s\":%.3f", t->eta_start_s,
                            t->eta_finish_s);
             else if (t->why)
@@ -377,12 +411,9 @@ static void render_prelude(const struct jtrace *t, const struct job_rec *r, stru
 /* When t's first step happened (0: none held). */
 static int64_t first_at(const struct jtrace *t)
 {
-    if (t->accepted_ms)
-        return t->accepted_ms;
-    if (t->admitted_ms)
-        return t->admitted_ms;
-    if (t->queued_ms)
-        return t->queued_ms;
+    for (int i = 0; i < 3; i++)
+        if (t->flags & (P_ACCEPTED << i))
+            return prelude_at(t, i);
     return t->ntext ? step_at(t->text) : 0;
 }
 
@@ -403,7 +434,7 @@ void trace_placed(uint64_t id, const char *worker, const struct sched_explain *w
         for (int i = 0; i < why->nkept; i++) {
             const struct sched_candidate *c = &why->cand[i];
             if (!strcmp(c->worker_id, worker))
-                t->last_evictions = c->evictions;
+                t->last_evictions = (int16_t)(c->evictions > INT16_MAX ? INT16_MAX : c->evictions);
             buf_puts(&b, i ? ",{\"worker\":" : "{\"worker\":");
             json_put_string(&b, c->worker_id);
             buf_printf(&b,
@@ -569,7 +600,7 @@ void trace_render(const struct job_rec *r, struct buf *out)
     int dropped = 0;
     pthread_mutex_lock(&T.lock);
     struct jtrace *t = get(r->id, false);
-    bool whole = t && t->accepted_ms;
+    bool whole = t && (t->flags & P_ACCEPTED);
     if (!whole) {
         /* Restarted, or evicted: the store's history first, then what we saw since. */
         int64_t before = t ? first_at(t) : 0;
