@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/hashmap.h"
@@ -28,6 +29,10 @@ struct idem_entry {
  * resident between them. Slabs are mapped on their own (not from the
  * allocator's heap) so an empty one goes back to the system at once. */
 #define SLAB_BYTES (1u << 20)
+/* Slabs are mapped at a multiple of SLAB_BYTES, and a job at rest starts in
+ * the first SLAB_BYTES of its slab (a larger slab holds one job), so a job
+ * finds its slab from its own address: it keeps no pointer to it. */
+#define SLAB_OF(c) ((struct slab *)((uintptr_t)(c) & ~(uintptr_t)(SLAB_BYTES - 1)))
 
 struct slab {
     struct slab *prev, *next;
@@ -59,12 +64,12 @@ struct cjob {
     uint32_t width, height, steps, frames;
     int64_t timeout_ms, created_ms, order_ns; /* deadline_ms is 0 (rec_restable) */
     double cost_s, tag_s;
-    uint64_t version;
     int32_t acct_queue;
     uint32_t idem_at;           /* the idempotency key's offset in text; 0 = none */
-    uint8_t lane, tier, admitted, has_hash, has_params;
+    uint32_t version;           /* a job with a larger version stays in full */
+    uint8_t lane, tier;
+    bool admitted : 1, has_hash : 1, has_params : 1;
     struct cjob *next;          /* hash chain */
-    struct slab *slab;          /* where it lives */
     /* params_json ("" when none), NUL, then with an idempotency key: the key,
      * NUL, and the body hash as 32 bytes when has_hash. */
     char text[];
@@ -495,6 +500,7 @@ static bool rec_restable(const struct job_rec *r)
 static bool freezable(const struct hjob *j)
 {
     return j->committed && !j->completing && !j->timed && !j->watchers && !j->waiters &&
+           j->version <= UINT32_MAX &&
            j->acct_state == LC_QUEUED && j->acct_cost_ms == cost_ms_of(j->rec.cost_s) &&
            rec_restable(&j->rec);
 }
@@ -527,14 +533,26 @@ static void hot_unlink(struct jobs *t, struct hjob *j)
     t->count--;
 }
 
+/* A slab of size bytes (a multiple of the page size) at a multiple of
+ * SLAB_BYTES (see SLAB_OF), its pages made present at once where the kernel
+ * can (a restart fills slab after slab). */
 static struct slab *slab_map(size_t size)
 {
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    size_t span = size + SLAB_BYTES;
+    char *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
-        fprintf(stderr, "gpuq: out of memory mapping %zu bytes\n", size);
+        fprintf(stderr, "gpuq: out of memory mapping %zu bytes\n", span);
         abort();
     }
-    return p;
+    char *at = (char *)(((uintptr_t)p + SLAB_BYTES - 1) & ~(uintptr_t)(SLAB_BYTES - 1));
+    if (at > p)
+        munmap(p, (size_t)(at - p));
+    if (p + span > at + size)
+        munmap(at + size, (size_t)(p + span - (at + size)));
+#ifdef MADV_POPULATE_WRITE
+    (void)madvise(at, size, MADV_POPULATE_WRITE); /* a hint: faults fill it otherwise */
+#endif
+    return (struct slab *)at;
 }
 
 /* Room for n bytes at rest (8-aligned: a cjob holds nothing wider), in the
@@ -550,7 +568,9 @@ static struct cjob *slab_alloc(struct jobs *t, size_t n)
                 t->slabs->prev = NULL;
             munmap(b, b->size);
         }
-        size_t size = n + sizeof *b > SLAB_BYTES ? n + sizeof *b : SLAB_BYTES;
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        size_t size = n + sizeof *b > SLAB_BYTES ? (n + sizeof *b + page - 1) / page * page
+                                                 : SLAB_BYTES;
         b = slab_map(size);
         b->size = size;
         b->prev = NULL;
@@ -564,14 +584,13 @@ static struct cjob *slab_alloc(struct jobs *t, size_t n)
     b->used += n;
     b->live++;
     memset(c, 0, sizeof *c);
-    c->slab = b;
     return c;
 }
 
 /* A job left rest: its slab goes once empty (the newest stays to be filled). */
 static void slab_release(struct jobs *t, struct cjob *c)
 {
-    struct slab *b = c->slab;
+    struct slab *b = SLAB_OF(c);
     if (--b->live > 0)
         return;
     if (b == t->slabs) {
@@ -614,7 +633,7 @@ static struct cjob *cold_add(struct jobs *t, const struct job_rec *r, uint64_t v
     c->order_ns = r->order_ns;
     c->cost_s = r->cost_s;
     c->tag_s = r->tag_s;
-    c->version = version;
+    c->version = (uint32_t)version;
     c->acct_queue = acct_queue;
     c->lane = (uint8_t)r->lane;
     c->tier = (uint8_t)r->tier;

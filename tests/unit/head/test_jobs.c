@@ -256,12 +256,54 @@ static void test_many_at_rest_foreach_find_sweep(void **state)
     jobs_destroy(t);
 }
 
+/* A job whose params exceed a slab rests in a slab of its own, between
+ * small ones; every one comes back the same, and its slab goes with it. */
+static void test_job_larger_than_a_slab(void **state)
+{
+    (void)state;
+    struct jobs *t = jobs_create();
+    jobs_lock(t);
+    enum { BIG = 3 << 20 };
+    for (uint64_t id = 1; id <= 3; id++) {
+        struct job_rec r;
+        make_rec(&r, id, id == 2 ? "big-one" : NULL);
+        if (id == 2) {
+            free(r.params_json);
+            r.params_json = xmalloc(BIG + 1);
+            memset(r.params_json, 'x', BIG);
+            r.params_json[BIG] = '\0';
+        }
+        assert_true(jobs_insert_at_rest(t, &r));
+    }
+    for (uint64_t id = 3; id >= 1; id--) {
+        struct hjob *j = jobs_find(t, id);
+        assert_non_null(j);
+        if (id == 2) {
+            assert_int_equal(strlen(j->rec.params_json), BIG);
+            assert_string_equal(j->rec.idem_key, "big-one");
+            assert_string_equal(j->rec.body_hash, HASH_A);
+        } else {
+            struct job_rec want;
+            make_rec(&want, id, NULL);
+            assert_same(&j->rec, &want);
+            job_rec_free_fields(&want);
+        }
+    }
+    size_t full, rest;
+    jobs_memory(t, &full, &rest);
+    assert_int_equal(full, 3);
+    assert_int_equal(rest, 0);
+    jobs_unlock(t);
+    jobs_destroy(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rest_and_back_same_record_and_counts),
         cmocka_unit_test(test_jobs_that_stay_in_full),
         cmocka_unit_test(test_many_at_rest_foreach_find_sweep),
+        cmocka_unit_test(test_job_larger_than_a_slab),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
