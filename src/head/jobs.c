@@ -83,6 +83,7 @@ struct jobs {
     size_t ncbuckets, ccount;
     struct slab *slabs;         /* newest first; slabs->used grows */
     struct hashmap whos;        /* interned struct cwho, by tenant id and names */
+    const struct cwho *last_who; /* the one intern_who found last */
     struct idem_entry **ibuckets;
     size_t nibuckets, icount;
     uint64_t next_id;
@@ -417,8 +418,8 @@ struct hjob *jobs_insert(struct jobs *t, struct job_rec *rec)
 
 /* ---- jobs at rest (struct cjob) ---- */
 
-/* The interned struct cwho of r's tenant, capability and model. */
-static const struct cwho *intern_who(struct jobs *t, const struct job_rec *r)
+/* The struct cwho of r's tenant, capability and model, made on first use. */
+static const struct cwho *lookup_who(struct jobs *t, const struct job_rec *r)
 {
     size_t nc = strnlen(r->capability, REC_NAME_MAX - 1);
     size_t nm = strnlen(r->model, REC_NAME_MAX - 1);
@@ -448,6 +449,19 @@ static const struct cwho *intern_who(struct jobs *t, const struct job_rec *r)
     w->tenant_name = w->text + nc + 1 + nm + 1;
     hashmap_put(&t->whos, key, n, w);
     return w;
+}
+
+/* The interned struct cwho of r's tenant, capability and model. Runs of
+ * jobs share one (a restart puts a million at rest): the last one found is
+ * tried first, without hashing. */
+static const struct cwho *intern_who(struct jobs *t, const struct job_rec *r)
+{
+    const struct cwho *last = t->last_who;
+    if (last && last->tenant_id == r->tenant_id && !strcmp(last->capability, r->capability) &&
+        !strcmp(last->model, r->model) && !strcmp(last->tenant_name, r->tenant_name))
+        return last;
+    t->last_who = lookup_who(t, r);
+    return t->last_who;
 }
 
 static int hexval(char c)
@@ -492,7 +506,8 @@ static bool rec_restable(const struct job_rec *r)
            !r->error_message[0] && !r->result_type[0] && r->result_bytes == 0 &&
            r->started_ms == 0 && r->finished_ms == 0 && r->eta_start_ms == 0 &&
            r->eta_finish_ms == 0 && !r->waiting_reason[0] && r->nattempts == 0 &&
-           !r->attempts && (!r->body_hash[0] || hash_pack(r->body_hash, hash));
+           !r->attempts &&
+           (!r->idem_key[0] || !r->body_hash[0] || hash_pack(r->body_hash, hash));
 }
 
 /* ... and j besides: committed, counted as queued, nobody waiting on or
