@@ -2,6 +2,7 @@
  * (see hashmap.h). Short keys (<= 16 bytes) live inline in the slot. */
 #include "common/hashmap.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,16 +12,24 @@
 
 enum slot_state { SLOT_EMPTY = 0, SLOT_LIVE = 1, SLOT_DEAD = 2 };
 
+/* 32 bytes: maps with an entry per job (the scheduler's, admission's) hold
+ * two to three slots a job, so each byte here counts (issue 20). The slot
+ * keeps the hash's low 32 bits (what indexes and compares use; a table never
+ * has 2^32 slots) and the key's length in 30 bits (keys are names and ids:
+ * hashmap_put refuses a key of 1 GiB or more). */
+#define KEY_MAX ((size_t)1 << 30)
+
 struct hashmap_slot {
-    uint64_t hash;
     void *val;
-    size_t klen;
     union {
         char inl[INLINE_KEY];
         char *heap;
     } k;
-    unsigned char state;
+    uint32_t hash;
+    uint32_t klen : 30;
+    uint32_t state : 2;
 };
+_Static_assert(sizeof(struct hashmap_slot) == 32, "a slot stays 32 bytes");
 
 static const char *slot_key(const struct hashmap_slot *s)
 {
@@ -56,7 +65,7 @@ void hashmap_fini(struct hashmap *m)
 }
 
 static struct hashmap_slot *find(const struct hashmap *m, const void *key, size_t klen,
-                                 uint64_t h)
+                                 uint32_t h)
 {
     if (m->cap == 0)
         return NULL;
@@ -95,7 +104,11 @@ static void grow(struct hashmap *m)
 
 void *hashmap_put(struct hashmap *m, const void *key, size_t klen, void *val)
 {
-    uint64_t h = hashmap_hash(key, klen);
+    if (klen >= KEY_MAX) {
+        fprintf(stderr, "gpuq: hashmap key of %zu bytes (limit %zu)\n", klen, KEY_MAX - 1);
+        abort();
+    }
+    uint32_t h = (uint32_t)hashmap_hash(key, klen);
     struct hashmap_slot *s = find(m, key, klen, h);
     if (s) {
         void *prev = s->val;
@@ -114,7 +127,7 @@ void *hashmap_put(struct hashmap *m, const void *key, size_t klen, void *val)
     s->state = SLOT_LIVE;
     s->hash = h;
     s->val = val;
-    s->klen = klen;
+    s->klen = (uint32_t)klen & (KEY_MAX - 1);
     if (klen <= INLINE_KEY) {
         memcpy(s->k.inl, key, klen);
     } else {
@@ -127,13 +140,13 @@ void *hashmap_put(struct hashmap *m, const void *key, size_t klen, void *val)
 
 void *hashmap_get(const struct hashmap *m, const void *key, size_t klen)
 {
-    struct hashmap_slot *s = find(m, key, klen, hashmap_hash(key, klen));
+    struct hashmap_slot *s = find(m, key, klen, (uint32_t)hashmap_hash(key, klen));
     return s ? s->val : NULL;
 }
 
 void *hashmap_del(struct hashmap *m, const void *key, size_t klen)
 {
-    struct hashmap_slot *s = find(m, key, klen, hashmap_hash(key, klen));
+    struct hashmap_slot *s = find(m, key, klen, (uint32_t)hashmap_hash(key, klen));
     if (!s)
         return NULL;
     void *val = s->val;

@@ -20,26 +20,28 @@ struct sjob {
     int cap;              /* capability index */
     int model;            /* model index */
     int qix;              /* its (capability, model) queue in sched.queues */
+    enum sjob_state state;
     double work;          /* size measure: pixels x steps x frames (>= 1) */
     double cost_s;        /* estimated GPU-seconds on a nominal GPU, at add time */
-    enum sjob_state state;
     struct sworker *w;    /* placed on / running on */
     struct sjob *prev, *next;
     int qlist;            /* QUEUED: which priority list (lane * 2 + tier) */
     /* QUEUED: its node in the list's tree by order key (queue.c): children,
      * heap priority, and the cost_s summed over its subtree. */
-    struct sjob *tleft, *tright;
     uint32_t tprio;
+    struct sjob *tleft, *tright;
     double tsum;
     /* Estimates on w, set at placement/projection. */
     double est_load_s, est_run_s, est_speed;
     int64_t est_start_ns; /* projected (PLACED) or actual (RUNNING) start */
+    /* QUEUED again after being taken off such a worker (see on_excluded): its
+     * id (owned), for the explanation of the next placement; NULL otherwise.
+     * A pointer, not a buffer: one job in many ever has one, and every queued
+     * job pays for this struct (issue 20: memory per queued job). */
+    char *moved_off;
     /* PLACED on a worker in its exclusion list (only when no other could
      * take it at the time); counted in sched.nexcl_placed. */
     bool on_excluded;
-    /* QUEUED again after being taken off such a worker: its id, for the
-     * explanation of the next placement; empty otherwise. */
-    char moved_off[SCHED_NAME_MAX];
     /* Preemption (core/preempt.h): RUNNING batch job picked as a victim (its
      * end is on its way: not picked again); interactive job a victim was
      * already picked for (one preemption per job). */

@@ -507,7 +507,8 @@ static void release_excluded(struct sched *s)
             prev = j->prev;
             if (!j->on_excluded || !sched_exclusion_binds(s, j))
                 continue;
-            copy_name(j->moved_off, w->info.id);
+            free(j->moved_off);
+            j->moved_off = xstrdup(w->info.id);
             placed_unlink(s, j);
             queue_job(s, j, true);
         }
@@ -519,6 +520,7 @@ static void forget_job(struct sched *s, struct sjob *j)
     s->backlog_s -= (j->state != SJOB_RUNNING) ? j->cost_s : 0;
     hashmap_del_u64(&s->jobs, j->spec.id);
     free(j->excl);
+    free(j->moved_off);
     free(j);
 }
 
@@ -1033,13 +1035,14 @@ int sched_dispatch(struct sched *s, int64_t now,
             continue;
         }
         q->parked_ver = 0;
-        if (best->moved_off[0]) {
+        if (best->moved_off) {
             /* A late-binding move off a worker that failed it. */
             char r[sizeof(why->reason)];
             snprintf(r, sizeof(r), "%s", why->reason);
             snprintf(why->reason, sizeof(why->reason), "retry moved off %.40s (failed it): %.80s",
                      best->moved_off, r);
-            best->moved_off[0] = '\0';
+            free(best->moved_off);
+            best->moved_off = NULL;
             s->moves++;
         }
         unqueue_job(s, best, true);

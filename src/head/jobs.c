@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/hashmap.h"
@@ -28,6 +29,10 @@ struct idem_entry {
  * resident between them. Slabs are mapped on their own (not from the
  * allocator's heap) so an empty one goes back to the system at once. */
 #define SLAB_BYTES (1u << 20)
+/* Slabs are mapped at a multiple of SLAB_BYTES, and a job at rest starts in
+ * the first SLAB_BYTES of its slab (a larger slab holds one job), so a job
+ * finds its slab from its own address: it keeps no pointer to it. */
+#define SLAB_OF(c) ((struct slab *)((uintptr_t)(c) & ~(uintptr_t)(SLAB_BYTES - 1)))
 
 struct slab {
     struct slab *prev, *next;
@@ -36,27 +41,38 @@ struct slab {
     _Alignas(16) char data[];
 };
 
-/* A queued job at rest, in about a sixth of a struct hjob: only what such a
+/* Whose a job at rest is: its tenant, capability and model, shared by every
+ * job at rest with the same ones (interned in jobs.whos; few distinct). */
+struct cwho {
+    int64_t tenant_id;
+    const char *capability, *model, *tenant_name; /* into text */
+    char text[];
+};
+
+/* A queued job at rest, in about a tenth of a struct hjob: only what such a
  * job can hold (freezable and rec_restable say which jobs qualify: every
- * other field of their record is zero or empty). Names are interned in the table; the
- * idempotency key is kept only when there is one; the body hash as its 32
- * bytes. Counted in the table's counts as queued (acct_*), never on the timed
- * list, nobody waits on it. */
+ * other field of their record is zero or empty). Its tenant and names are
+ * one interned struct cwho. The idempotency key is kept only when there is
+ * one, and the body hash (as 32 bytes) only with it: the hash is compared
+ * only when a request replays the key (head_submit), and the store, which
+ * keeps it, is never written it again (no update sets it), so a job without
+ * a key comes back with an empty body_hash. Counted in the table's counts
+ * as queued (acct_*), never on the timed list, nobody waits on it. */
 struct cjob {
     uint64_t id;
-    int64_t tenant_id;
-    const char *capability, *model, *tenant_name; /* interned (jobs.names) */
+    const struct cwho *who;     /* interned (jobs.whos) */
     uint32_t width, height, steps, frames;
-    int64_t deadline_ms, timeout_ms, created_ms, order_ns, acct_cost_ms;
+    int64_t timeout_ms, created_ms, order_ns; /* deadline_ms is 0 (rec_restable) */
     double cost_s, tag_s;
-    uint64_t version;
     int32_t acct_queue;
     uint32_t idem_at;           /* the idempotency key's offset in text; 0 = none */
-    uint8_t lane, tier, admitted, has_hash, has_params;
-    uint8_t body_hash[32];
+    uint32_t version;           /* a job with a larger version stays in full */
+    uint8_t lane, tier;
+    bool admitted : 1, has_hash : 1, has_params : 1;
     struct cjob *next;          /* hash chain */
-    struct slab *slab;          /* where it lives */
-    char text[];                /* params_json ("" when none), NUL, [idem_key, NUL] */
+    /* params_json ("" when none), NUL, then with an idempotency key: the key,
+     * NUL, and the body hash as 32 bytes when has_hash. */
+    char text[];
 };
 
 struct jobs {
@@ -66,7 +82,8 @@ struct jobs {
     struct cjob **cbuckets;     /* the jobs at rest (struct cjob), by id */
     size_t ncbuckets, ccount;
     struct slab *slabs;         /* newest first; slabs->used grows */
-    struct hashmap names;       /* interned capability, model and tenant names */
+    struct hashmap whos;        /* interned struct cwho, by tenant id and names */
+    const struct cwho *last_who; /* the one intern_who found last */
     struct idem_entry **ibuckets;
     size_t nibuckets, icount;
     uint64_t next_id;
@@ -110,7 +127,7 @@ struct jobs *jobs_create(void)
     t->cbuckets = xcalloc(t->ncbuckets, sizeof *t->cbuckets);
     t->next_id = 1;
     hashmap_init(&t->qmap);
-    hashmap_init(&t->names);
+    hashmap_init(&t->whos);
     return t;
 }
 
@@ -126,6 +143,13 @@ static void timed_unlink(struct jobs *t, struct hjob *j)
         j->tnext->tprev = j->tprev;
     j->tprev = j->tnext = NULL;
     j->timed = false;
+}
+
+/* What a queued job of cost_s adds to its queue group's backlog (ms). A job
+ * at rest holds no copy: it is this of its cost_s. */
+static int64_t cost_ms_of(double cost_s)
+{
+    return cost_s > 0 ? (int64_t)(cost_s * 1000 + 0.5) : 0;
 }
 
 /* The index of r's queue group, created on first use. */
@@ -174,7 +198,7 @@ static void account(struct jobs *t, struct hjob *j, bool gone)
     t->states[st]++;
     if (st == LC_QUEUED) {
         j->acct_queue = queue_of(t, &j->rec);
-        j->acct_cost_ms = j->rec.cost_s > 0 ? (int64_t)(j->rec.cost_s * 1000 + 0.5) : 0;
+        j->acct_cost_ms = cost_ms_of(j->rec.cost_s);
         t->queues[j->acct_queue].depth++;
         t->queues[j->acct_queue].backlog_ms += j->acct_cost_ms;
     }
@@ -255,15 +279,15 @@ void jobs_destroy(struct jobs *t)
         munmap(b, b->size);
     }
     size_t pos = 0;
-    void *name;
-    while (hashmap_next(&t->names, &pos, NULL, NULL, &name))
-        free(name);
+    void *who;
+    while (hashmap_next(&t->whos, &pos, NULL, NULL, &who))
+        free(who);
     free(t->buckets);
     free(t->ibuckets);
     free(t->cbuckets);
     free(t->queues);
     hashmap_fini(&t->qmap);
-    hashmap_fini(&t->names);
+    hashmap_fini(&t->whos);
     pthread_mutex_destroy(&t->lock);
     free(t);
 }
@@ -394,14 +418,50 @@ struct hjob *jobs_insert(struct jobs *t, struct job_rec *rec)
 
 /* ---- jobs at rest (struct cjob) ---- */
 
-static const char *intern(struct jobs *t, const char *name)
+/* The struct cwho of r's tenant, capability and model, made on first use. */
+static const struct cwho *lookup_who(struct jobs *t, const struct job_rec *r)
 {
-    char *v = hashmap_get_str(&t->names, name);
-    if (!v) {
-        v = xstrdup(name);
-        hashmap_put_str(&t->names, v, v);
-    }
-    return v;
+    size_t nc = strnlen(r->capability, REC_NAME_MAX - 1);
+    size_t nm = strnlen(r->model, REC_NAME_MAX - 1);
+    size_t nt = strnlen(r->tenant_name, REC_NAME_MAX - 1);
+    char key[sizeof(int64_t) + 3 * REC_NAME_MAX];
+    size_t n = 0;
+    memcpy(key, &r->tenant_id, sizeof r->tenant_id);
+    n += sizeof r->tenant_id;
+    memcpy(key + n, r->capability, nc);
+    key[n + nc] = '\0';
+    n += nc + 1;
+    memcpy(key + n, r->model, nm);
+    key[n + nm] = '\0';
+    n += nm + 1;
+    memcpy(key + n, r->tenant_name, nt);
+    key[n + nt] = '\0';
+    n += nt + 1;
+    struct cwho *w = hashmap_get(&t->whos, key, n);
+    if (w)
+        return w;
+    size_t names = n - sizeof r->tenant_id;
+    w = xmalloc(sizeof *w + names);
+    w->tenant_id = r->tenant_id;
+    memcpy(w->text, key + sizeof r->tenant_id, names);
+    w->capability = w->text;
+    w->model = w->text + nc + 1;
+    w->tenant_name = w->text + nc + 1 + nm + 1;
+    hashmap_put(&t->whos, key, n, w);
+    return w;
+}
+
+/* The interned struct cwho of r's tenant, capability and model. Runs of
+ * jobs share one (a restart puts a million at rest): the last one found is
+ * tried first, without hashing. */
+static const struct cwho *intern_who(struct jobs *t, const struct job_rec *r)
+{
+    const struct cwho *last = t->last_who;
+    if (last && last->tenant_id == r->tenant_id && !strcmp(last->capability, r->capability) &&
+        !strcmp(last->model, r->model) && !strcmp(last->tenant_name, r->tenant_name))
+        return last;
+    t->last_who = lookup_who(t, r);
+    return t->last_who;
 }
 
 static int hexval(char c)
@@ -446,7 +506,8 @@ static bool rec_restable(const struct job_rec *r)
            !r->error_message[0] && !r->result_type[0] && r->result_bytes == 0 &&
            r->started_ms == 0 && r->finished_ms == 0 && r->eta_start_ms == 0 &&
            r->eta_finish_ms == 0 && !r->waiting_reason[0] && r->nattempts == 0 &&
-           !r->attempts && (!r->body_hash[0] || hash_pack(r->body_hash, hash));
+           !r->attempts &&
+           (!r->idem_key[0] || !r->body_hash[0] || hash_pack(r->body_hash, hash));
 }
 
 /* ... and j besides: committed, counted as queued, nobody waiting on or
@@ -454,7 +515,9 @@ static bool rec_restable(const struct job_rec *r)
 static bool freezable(const struct hjob *j)
 {
     return j->committed && !j->completing && !j->timed && !j->watchers && !j->waiters &&
-           j->acct_state == LC_QUEUED && rec_restable(&j->rec);
+           j->version <= UINT32_MAX &&
+           j->acct_state == LC_QUEUED && j->acct_cost_ms == cost_ms_of(j->rec.cost_s) &&
+           rec_restable(&j->rec);
 }
 
 static void grow_cold(struct jobs *t)
@@ -485,21 +548,33 @@ static void hot_unlink(struct jobs *t, struct hjob *j)
     t->count--;
 }
 
+/* A slab of size bytes (a multiple of the page size) at a multiple of
+ * SLAB_BYTES (see SLAB_OF), its pages made present at once where the kernel
+ * can (a restart fills slab after slab). */
 static struct slab *slab_map(size_t size)
 {
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    size_t span = size + SLAB_BYTES;
+    char *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
-        fprintf(stderr, "gpuq: out of memory mapping %zu bytes\n", size);
+        fprintf(stderr, "gpuq: out of memory mapping %zu bytes\n", span);
         abort();
     }
-    return p;
+    char *at = (char *)(((uintptr_t)p + SLAB_BYTES - 1) & ~(uintptr_t)(SLAB_BYTES - 1));
+    if (at > p)
+        munmap(p, (size_t)(at - p));
+    if (p + span > at + size)
+        munmap(at + size, (size_t)(p + span - (at + size)));
+#ifdef MADV_POPULATE_WRITE
+    (void)madvise(at, size, MADV_POPULATE_WRITE); /* a hint: faults fill it otherwise */
+#endif
+    return (struct slab *)at;
 }
 
-/* Room for n bytes at rest (16-aligned), in the newest slab or a new one;
- * the cjob header zeroed. */
+/* Room for n bytes at rest (8-aligned: a cjob holds nothing wider), in the
+ * newest slab or a new one; the cjob header zeroed. */
 static struct cjob *slab_alloc(struct jobs *t, size_t n)
 {
-    n = (n + 15) & ~(size_t)15;
+    n = (n + 7) & ~(size_t)7;
     struct slab *b = t->slabs;
     if (!b || b->used + n > SLAB_BYTES - sizeof *b) {
         if (b && b->live == 0) { /* empty (emptied while newest): not kept behind */
@@ -508,7 +583,9 @@ static struct cjob *slab_alloc(struct jobs *t, size_t n)
                 t->slabs->prev = NULL;
             munmap(b, b->size);
         }
-        size_t size = n + sizeof *b > SLAB_BYTES ? n + sizeof *b : SLAB_BYTES;
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        size_t size = n + sizeof *b > SLAB_BYTES ? (n + sizeof *b + page - 1) / page * page
+                                                 : SLAB_BYTES;
         b = slab_map(size);
         b->size = size;
         b->prev = NULL;
@@ -522,14 +599,13 @@ static struct cjob *slab_alloc(struct jobs *t, size_t n)
     b->used += n;
     b->live++;
     memset(c, 0, sizeof *c);
-    c->slab = b;
     return c;
 }
 
 /* A job left rest: its slab goes once empty (the newest stays to be filled). */
 static void slab_release(struct jobs *t, struct cjob *c)
 {
-    struct slab *b = c->slab;
+    struct slab *b = SLAB_OF(c);
     if (--b->live > 0)
         return;
     if (b == t->slabs) {
@@ -546,18 +622,16 @@ static void slab_release(struct jobs *t, struct cjob *c)
 /* A cjob for r (rec_restable), linked in the cold hash, with the counts it
  * carries; one allocation, params and key in its tail. */
 static struct cjob *cold_add(struct jobs *t, const struct job_rec *r, uint64_t version,
-                             int acct_queue, int64_t acct_cost_ms)
+                             int acct_queue)
 {
     if (t->ccount + 1 > t->ncbuckets)
         grow_cold(t);
     size_t plen = r->params_json ? strlen(r->params_json) : 0;
     size_t klen = r->idem_key[0] ? strnlen(r->idem_key, REC_IDEM_MAX - 1) + 1 : 0;
-    struct cjob *c = slab_alloc(t, sizeof *c + plen + 1 + klen);
+    bool hash = klen && r->body_hash[0];
+    struct cjob *c = slab_alloc(t, sizeof *c + plen + 1 + klen + (hash ? 32 : 0));
     c->id = r->id;
-    c->tenant_id = r->tenant_id;
-    c->capability = intern(t, r->capability);
-    c->model = intern(t, r->model);
-    c->tenant_name = intern(t, r->tenant_name);
+    c->who = intern_who(t, r);
     c->has_params = r->params_json != NULL;
     memcpy(c->text, r->params_json ? r->params_json : "", plen + 1);
     if (klen) {
@@ -569,21 +643,19 @@ static struct cjob *cold_add(struct jobs *t, const struct job_rec *r, uint64_t v
     c->height = r->height;
     c->steps = r->steps;
     c->frames = r->frames;
-    c->deadline_ms = r->lc.deadline_ms;
     c->timeout_ms = r->lc.timeout_ms;
     c->created_ms = r->created_ms;
     c->order_ns = r->order_ns;
-    c->acct_cost_ms = acct_cost_ms;
     c->cost_s = r->cost_s;
     c->tag_s = r->tag_s;
-    c->version = version;
+    c->version = (uint32_t)version;
     c->acct_queue = acct_queue;
     c->lane = (uint8_t)r->lane;
     c->tier = (uint8_t)r->tier;
     c->admitted = r->admitted;
-    c->has_hash = r->body_hash[0] != '\0';
-    if (c->has_hash)
-        hash_pack(r->body_hash, c->body_hash);
+    c->has_hash = hash;
+    if (hash)
+        hash_pack(r->body_hash, (uint8_t *)c->text + c->idem_at + klen);
     size_t h = mix64(c->id) & (t->ncbuckets - 1);
     c->next = t->cbuckets[h];
     t->cbuckets[h] = c;
@@ -595,7 +667,7 @@ bool jobs_freeze(struct jobs *t, struct hjob *j)
 {
     if (!freezable(j))
         return false;
-    cold_add(t, &j->rec, j->version, j->acct_queue, j->acct_cost_ms);
+    cold_add(t, &j->rec, j->version, j->acct_queue);
     hot_unlink(t, j);
     free_job(j);
     return true;
@@ -606,8 +678,8 @@ bool jobs_insert_at_rest(struct jobs *t, struct job_rec *rec)
     if (!rec_restable(rec))
         return false;
     int q = queue_of(t, rec);
-    int64_t cost_ms = rec->cost_s > 0 ? (int64_t)(rec->cost_s * 1000 + 0.5) : 0;
-    cold_add(t, rec, 0, q, cost_ms);
+    int64_t cost_ms = cost_ms_of(rec->cost_s);
+    cold_add(t, rec, 0, q);
     t->states[LC_QUEUED]++;
     t->queues[q].depth++;
     t->queues[q].backlog_ms += cost_ms;
@@ -630,14 +702,15 @@ static void copy_str(char *dst, size_t size, const char *src)
 static void cold_fill(const struct cjob *c, struct job_rec *r)
 {
     r->id = c->id;
-    r->tenant_id = c->tenant_id;
-    copy_str(r->capability, sizeof r->capability, c->capability);
-    copy_str(r->model, sizeof r->model, c->model);
-    copy_str(r->tenant_name, sizeof r->tenant_name, c->tenant_name);
+    r->tenant_id = c->who->tenant_id;
+    copy_str(r->capability, sizeof r->capability, c->who->capability);
+    copy_str(r->model, sizeof r->model, c->who->model);
+    copy_str(r->tenant_name, sizeof r->tenant_name, c->who->tenant_name);
     r->params_json = c->has_params ? (char *)c->text : NULL;
     copy_str(r->idem_key, sizeof r->idem_key, c->idem_at ? c->text + c->idem_at : "");
     if (c->has_hash)
-        hash_unpack(c->body_hash, r->body_hash);
+        hash_unpack((const uint8_t *)c->text + c->idem_at + strlen(c->text + c->idem_at) + 1,
+                    r->body_hash);
     else
         r->body_hash[0] = '\0';
     r->width = c->width;
@@ -647,7 +720,7 @@ static void cold_fill(const struct cjob *c, struct job_rec *r)
     r->lane = (enum job_lane)c->lane;
     r->tier = (enum job_tier)c->tier;
     r->lc.state = LC_QUEUED;
-    r->lc.deadline_ms = c->deadline_ms;
+    r->lc.deadline_ms = 0;
     r->lc.timeout_ms = c->timeout_ms;
     r->created_ms = c->created_ms;
     r->order_ns = c->order_ns;
@@ -670,7 +743,7 @@ static struct hjob *thaw(struct jobs *t, struct cjob **pc)
     j->version = c->version;
     j->acct_state = LC_QUEUED;
     j->acct_queue = c->acct_queue;
-    j->acct_cost_ms = c->acct_cost_ms;
+    j->acct_cost_ms = cost_ms_of(c->cost_s);
     hot_link(t, j);
     slab_release(t, c);
     return j;
@@ -850,7 +923,7 @@ void jobs_foreach(struct jobs *t, void (*fn)(void *arg, const struct hjob *j), v
             cold_fill(c, &tmp->rec);
             tmp->version = c->version;
             tmp->acct_queue = c->acct_queue;
-            tmp->acct_cost_ms = c->acct_cost_ms;
+            tmp->acct_cost_ms = cost_ms_of(c->cost_s);
             fn(arg, tmp);
         }
     }

@@ -56,6 +56,31 @@ def test_trace_of_a_job_that_ran(head):
     assert t["steps"][-1]["state"] == "succeeded"
 
 
+def test_first_steps_of_a_queued_job(head):
+    """The first three steps (held compactly for every queued job) carry what
+    they said when they happened: the job's capability, model, lane, tier and
+    cost; that it is durable; its ETA, or why it waits when no GPU can take it."""
+    c = head.client(head.add_tenant("acme"))
+    jid = c.post("/v1/jobs", JOB).json()["id"]
+    job = c.get(f"/v1/jobs/{jid}").json()
+    t = c.get(f"/v1/jobs/{jid}/trace").json()
+    assert t["state"] == "queued" and t["source"] == "memory" and t["dropped"] == 0, t
+    assert steps(t) == ["accepted", "admitted", "queued"], t
+    acc, adm, que = t["steps"]
+    assert acc["capability"] == "image.fast" and acc["model"] == job["model"], acc
+    assert acc["lane"] == job["lane"] and acc["tier"] in ("free", "paid"), acc
+    assert isinstance(acc["cost_s"], (int, float)) and acc["cost_s"] > 0, acc
+    assert adm["detail"] == "stored durably; 201 sent", adm
+    assert que["waiting_reason"], que  # no GPU yet
+    assert acc["at_ms"] <= adm["at_ms"] <= que["at_ms"], t
+    # With a GPU, the next job's queued step carries its ETA.
+    FakeWorker(head, head.add_worker_token(), worker_id="gpu0").start()
+    jid2 = c.post("/v1/jobs", JOB).json()["id"]
+    que2 = c.get(f"/v1/jobs/{jid2}/trace").json()["steps"][2]
+    assert que2["step"] == "queued" and "eta_finish_s" in que2, que2
+    assert que2["eta_start_s"] <= que2["eta_finish_s"], que2
+
+
 def test_trace_of_a_retried_job_and_after_restart(head):
     c, jid = run_retried_job(head)
     t = c.get(f"/v1/jobs/{jid}/trace").json()
