@@ -1149,7 +1149,10 @@ static void poll_answer(void *arg, int rc, struct job_rec *rec)
     struct later *l = arg;
     l->rc = rc;
     if (!rc) {
-        buf_puts(&l->body, "{\"assignments\":[");
+        buf_puts(&l->body, "{");
+        if (l->flag) /* early: the agent echoes it on the attempt's outcomes */
+            buf_printf(&l->body, "\"epoch\":\"%s\",", l->h->epoch);
+        buf_puts(&l->body, "\"assignments\":[");
         json_render_assignment(&l->body, rec);
         buf_puts(&l->body, "]}");
     }
@@ -1187,12 +1190,18 @@ static void agent_assignments(struct ctx *c)
         fail(c, 400, "missing_field", "worker_id", "worker_id: required");
         return;
     }
-    if (!query_int(c, "wait", 0, 60, &wait))
+    long long early = 0;
+    if (!query_int(c, "wait", 0, 60, &wait) || !query_int(c, "early", 0, 1, &early))
         return;
+    /* early=1 only from an agent that echoes the epoch: without an epoch no
+     * boot can be told from another. */
+    early = early && c->h->epoch[0];
     struct later *l = later_new(c);
     snprintf(l->worker, sizeof l->worker, "%s", worker);
+    l->flag = early;
     http_defer(c->req, poll_finish, l);
-    int rc = head_worker_poll(c->h, worker, clock_mono_ns() + wait * NS_PER_S, poll_answer, l);
+    int rc = head_worker_poll(c->h, worker, clock_mono_ns() + wait * NS_PER_S, early, poll_answer,
+                              l);
     if (rc) { /* not registered: answer was not called */
         l->rc = rc;
         http_resume(c->req);
@@ -1211,6 +1220,28 @@ static void fenced_error(struct ctx *c, int rc, uint64_t id)
         fail_store(c, rc);
 }
 
+/* The optional ?epoch= of an agent's report: false (reply sent) when it is
+ * malformed or names an earlier boot of the head — that attempt's assignment
+ * may never have been stored, so its number may be handed out again. */
+static bool epoch_current(struct ctx *c, uint64_t id)
+{
+    char buf[32];
+    const char *epoch;
+    if (!query_get(c, "epoch", buf, sizeof buf, &epoch))
+        return false;
+    if (epoch && (!*epoch || strlen(epoch) > 16)) {
+        fail(c, 400, "invalid_field", "epoch", "epoch: 1 to 16 characters, as the head sent it");
+        return false;
+    }
+    if (head_epoch_stale(c->h, epoch)) {
+        fail(c, 409, "stale_attempt", "epoch",
+             "epoch: job %llu was assigned by an earlier run of the head; it runs again",
+             (unsigned long long)id);
+        return false;
+    }
+    return true;
+}
+
 static void agent_progress(struct ctx *c)
 {
     uint64_t id = c->id;
@@ -1222,6 +1253,8 @@ static void agent_progress(struct ctx *c)
         fail_api(c, &err);
         return;
     }
+    if (!epoch_current(c, id))
+        return;
     int rc = head_progress(c->h, id, m.worker_id, m.attempt, m.phase, m.progress);
     if (rc) {
         fenced_error(c, rc, id);
@@ -1272,6 +1305,8 @@ static void agent_complete(struct ctx *c)
         fail(c, 400, "missing_field", "attempt", "attempt: required");
         return;
     }
+    if (!epoch_current(c, id))
+        return;
     const char *type = http_header(c->req, "Content-Type");
     if (!type || !*type || strlen(type) >= REC_NAME_MAX) {
         fail(c, 400, "invalid_field", "Content-Type", "Content-Type: the output's media type");
@@ -1302,6 +1337,8 @@ static void agent_fail(struct ctx *c)
         fail_api(c, &err);
         return;
     }
+    if (!epoch_current(c, id))
+        return;
     struct later *l = later_new(c);
     l->id = id;
     http_defer(c->req, fail_finish, l);

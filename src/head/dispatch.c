@@ -48,6 +48,7 @@ struct poller {
     enum { P_WAITING, P_CLAIMED, P_DONE, P_ABANDONED } state;
     void (*answer)(void *arg, int rc, struct job_rec *rec);
     void *arg;
+    bool early; /* answered before the assignment is durable (dispatcher_poll) */
     struct poller *next;
 };
 
@@ -267,10 +268,11 @@ static void poller_timeout(void *arg)
     poller_unref(p);
 }
 
-void dispatcher_poll(struct dispatcher *d, const char *worker_id, int64_t deadline_ns,
+void dispatcher_poll(struct dispatcher *d, const char *worker_id, int64_t deadline_ns, bool early,
                      void (*answer)(void *arg, int rc, struct job_rec *rec), void *arg)
 {
     struct poller *p = xcalloc(1, sizeof *p);
+    p->early = early;
     snprintf(p->worker_id, sizeof p->worker_id, "%s", worker_id);
     pthread_mutex_init(&p->lock, NULL);
     p->refs = 2;
@@ -297,7 +299,8 @@ static void poller_finish(struct poller *p, int rc, struct job_rec *rec)
     poller_unref(p);
 }
 
-/* An assignment being committed: the poller gets the job once it is durable. */
+/* An assignment being committed: the poller gets the job once it is durable,
+ * or (an early poller) got it already and poller is NULL. */
 struct assign_op {
     struct commit_op op;
     struct dispatcher *d;
@@ -320,7 +323,8 @@ static void assign_done(struct commit_op *op, int rc)
         log_warn(MOD, "assignment of job %llu not stored (%s); re-queued",
                  (unsigned long long)a->rec.id, gpuq_strerror(rc));
         head_assign_failed(h, a->rec.id, a->rec.lc.worker, a->rec.lc.attempt);
-        poller_finish(a->poller, GPUQ_EAGAIN, NULL);
+        if (a->poller)
+            poller_finish(a->poller, GPUQ_EAGAIN, NULL);
     } else {
         jobs_lock(h->jobs);
         struct hjob *j = jobs_find(h->jobs, a->rec.id);
@@ -329,7 +333,8 @@ static void assign_done(struct commit_op *op, int rc)
         jobs_unlock(h->jobs);
         admission_job_state(h->admission, a->rec.id, JOB_RUNNING);
         trace_assigned(a->rec.id, a->rec.lc.worker, a->rec.lc.attempt);
-        poller_finish(a->poller, 0, &a->rec);
+        if (a->poller)
+            poller_finish(a->poller, 0, &a->rec);
     }
     job_rec_free_fields(&a->rec);
     free(a);
@@ -365,6 +370,16 @@ static bool assign(struct dispatcher *d, struct poller *p, uint64_t job_id)
         a->op.done = assign_done;
         a->d = d;
         a->poller = p;
+        if (p->early) {
+            /* The agent echoes the head's epoch on every outcome of it, so
+             * it need not wait for this commit: if the head dies first, the
+             * stored job is still queued and runs again, and this attempt's
+             * outcomes, from an earlier boot, are refused (head_epoch_stale).
+             * Answered before the op is queued and under the table lock, so
+             * no outcome of it can reach the committer ahead of it. */
+            poller_finish(p, 0, &a->rec);
+            a->poller = NULL;
+        }
         committer_submit(h->committer, &a->op);
         ok = true;
     }

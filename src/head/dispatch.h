@@ -55,8 +55,11 @@ void dispatcher_worker_remove(struct dispatcher *d, const char *worker_id);
 /* An agent's long-poll: answer(arg, 0, rec) once the worker has a durable
  * assignment, or answer(arg, GPUQ_EAGAIN, NULL) at deadline_ns (monotonic) or
  * shutdown. Exactly once, from the committer, dispatcher or timer thread; rec
- * is valid during the call only. */
-void dispatcher_poll(struct dispatcher *d, const char *worker_id, int64_t deadline_ns,
+ * is valid during the call only. early: answer as soon as the assignment is
+ * made and queued for commit, without waiting for it to be durable (from the
+ * dispatcher thread, under the jobs table lock) — only for agents that echo
+ * the head's epoch on every outcome (see struct head). */
+void dispatcher_poll(struct dispatcher *d, const char *worker_id, int64_t deadline_ns, bool early,
                      void (*answer)(void *arg, int rc, struct job_rec *rec), void *arg);
 
 /* The core's ETA of a queued or running job (sched_job_eta): seconds from now;

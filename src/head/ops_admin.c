@@ -51,7 +51,7 @@ bool head_readiness(struct head *h, char *reason, size_t size)
 /* head_worker_register and head_worker_heartbeat live in head.c: they
  * reconcile the worker's report and incarnation with the jobs' lifecycle. */
 
-int head_worker_poll(struct head *h, const char *worker_id, int64_t deadline_ns,
+int head_worker_poll(struct head *h, const char *worker_id, int64_t deadline_ns, bool early,
                      void (*answer)(void *arg, int rc, struct job_rec *rec), void *arg)
 {
     struct worker_rec *w = xcalloc(1, sizeof *w);
@@ -59,7 +59,7 @@ int head_worker_poll(struct head *h, const char *worker_id, int64_t deadline_ns,
     free(w);
     if (rc)
         return GPUQ_ENOENT;
-    dispatcher_poll(h->disp, worker_id, deadline_ns, answer, arg);
+    dispatcher_poll(h->disp, worker_id, deadline_ns, early, answer, arg);
     return 0;
 }
 

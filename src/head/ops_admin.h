@@ -32,7 +32,7 @@ int head_worker_heartbeat(struct head *h, const struct worker_rec *hb, bool *dra
                           struct reg_attempt *cancels, int *ncancels);
 /* The agent's long-poll (see dispatcher_poll): GPUQ_ENOENT at once (answer not
  * called) for a worker not registered. */
-int head_worker_poll(struct head *h, const char *worker_id, int64_t deadline_ns,
+int head_worker_poll(struct head *h, const char *worker_id, int64_t deadline_ns, bool early,
                      void (*answer)(void *arg, int rc, struct job_rec *rec), void *arg);
 int head_worker_deregister(struct head *h, const char *worker_id);
 /* The admin asks a worker to drain (told to its agent in heartbeat answers). */
