@@ -1,0 +1,128 @@
+"""Early assignments (docs/protocol-worker.md, "Early assignments"): an agent
+that polls with early=1 gets its job before the assignment is durable, with
+the head's epoch, and echoes the epoch on every report. What a user relies
+on: kill -9 of gpuqd right after such an assignment loses no job (it runs
+again after the restart), and no report of the attempt the dead head handed
+out is accepted — not even when the new head hands out the same attempt
+number to the same worker — while the new attempt completes normally."""
+import json
+
+from gpuq_harness import FakeWorker, tiny_png
+from test_agent import HEAD_CONFIG, submit
+
+JOB = {"capability": "image.fast", "params": {"prompt": "a fox", "sim_ms": 0}}
+
+
+def poll_early(w, wait=5):
+    r = w.c.get(f"/v1/agent/assignments?worker_id={w.id}&wait={wait}&early=1")
+    assert r.status == 200, r
+    body = r.json()
+    assert len(body["assignments"]) == 1, body
+    return body["epoch"], body["assignments"][0]
+
+
+def complete(w, a, epoch, attempt=None, data=None):
+    att = a["attempt"] if attempt is None else attempt
+    return w.c.request(
+        "POST",
+        f"/v1/agent/jobs/{a['job_id']}/complete?worker_id={w.id}&attempt={att}"
+        f"&load_ms=0&run_ms=10&epoch={epoch}",
+        body=data or tiny_png(), raw=True, headers={"Content-Type": "image/png"})
+
+
+def outcome_batch(w, a, epoch, attempt, data):
+    head = {"protocol": 1, "outcomes": [
+        {"job_id": a["job_id"], "worker_id": w.id, "attempt": attempt,
+         "content_type": "image/png", "bytes": len(data), "epoch": epoch}]}
+    body = json.dumps(head, separators=(",", ":")).encode() + b"\n" + data
+    r = w.c.request("POST", "/v1/agent/outcomes", body=body, raw=True,
+                    headers={"Content-Type": "application/x-gpuq-outcomes"})
+    assert r.status == 200, r
+    return r.json()["results"][0]
+
+
+def test_plain_poll_names_no_epoch(head_factory):
+    head = head_factory(HEAD_CONFIG)
+    c = head.client(head.add_tenant("acme"))
+    w = FakeWorker(head, head.add_worker_token()).start()
+    job = submit(c, JOB)
+    r = w.c.get(f"/v1/agent/assignments?worker_id={w.id}&wait=5")
+    assert r.status == 200 and "epoch" not in r.json(), r
+    a = r.json()["assignments"][0]
+    assert a["job_id"] == job["id"]
+    # Reports without an epoch are fenced by worker and attempt, as before.
+    assert w.complete(a).status == 200
+    assert c.get(f"/v1/jobs/{job['id']}").json()["state"] == "succeeded"
+
+
+def test_report_with_a_malformed_epoch_is_refused_naming_it(head_factory):
+    head = head_factory(HEAD_CONFIG)
+    submit(head.client(head.add_tenant("acme")), JOB)
+    w = FakeWorker(head, head.add_worker_token()).start()
+    epoch, a = poll_early(w)
+    assert len(epoch) == 16
+    r = complete(w, a, "0123456789abcdef0")  # 17 characters
+    assert r.status == 400 and r.json()["error"]["field"] == "epoch", r
+    data = tiny_png()
+    head_line = {"protocol": 1, "outcomes": [
+        {"job_id": a["job_id"], "worker_id": w.id, "attempt": a["attempt"],
+         "content_type": "image/png", "bytes": len(data), "epoch": ""}]}
+    r = w.c.request("POST", "/v1/agent/outcomes",
+                    body=json.dumps(head_line).encode() + b"\n" + data, raw=True,
+                    headers={"Content-Type": "application/x-gpuq-outcomes"})
+    assert r.status == 400 and r.json()["error"]["field"] == "outcomes[0].epoch", r
+    # Refused whole: the attempt still completes with the right epoch.
+    assert complete(w, a, epoch).status == 200
+
+
+def test_kill9_after_early_assignment_reruns_the_job_and_fences_the_old_epoch(head_factory):
+    head = head_factory(HEAD_CONFIG)
+    tenant = head.add_tenant("acme")
+    token = head.add_worker_token()
+    c = head.client(tenant)
+    w = FakeWorker(head, token, "gpu-a").start()
+    jobs = [submit(c, JOB)["id"] for _ in range(3)]
+    # The first job assigned early; the head dies at once, so its assignment
+    # commit may or may not have reached the disk: both must hold below.
+    old_epoch, old = poll_early(w)
+    assert old["job_id"] == jobs[0] and old["attempt"] == 1, old
+    head.kill9()
+    head.start()
+    c = head.client(tenant)
+    w = FakeWorker(head, token, "gpu-a").start()  # same worker id, as a restarted agent
+    # Every job submitted is still there, and the assigned one is queued again.
+    assert {c.get(f"/v1/jobs/{j}").json()["state"] for j in jobs} == {"queued"}
+    new_epoch, new = poll_early(w)
+    assert new_epoch != old_epoch
+    assert new["job_id"] == old["job_id"], (old, new)
+    # The new head may hand out the very attempt number the dead one did (it
+    # never stored it): reports naming the old epoch are refused all the same.
+    for att in {old["attempt"], new["attempt"]}:
+        r = complete(w, new, old_epoch, attempt=att, data=tiny_png(seed=3))
+        assert r.status == 409 and r.json()["error"]["code"] == "stale_attempt", r
+        assert r.json()["error"]["field"] == "epoch", r
+        res = outcome_batch(w, new, old_epoch, att, tiny_png(seed=4))
+        assert res["status"] == 409 and res["error"]["code"] == "stale_attempt", res
+    r = w.c.post(f"/v1/agent/jobs/{new['job_id']}/fail?epoch={old_epoch}", {
+        "protocol": 1, "worker_id": w.id, "attempt": new["attempt"], "class": "oom",
+        "message": "out of memory"})
+    assert r.status == 409, r
+    r = w.c.post(f"/v1/agent/jobs/{new['job_id']}/progress?epoch={old_epoch}", {
+        "protocol": 1, "worker_id": w.id, "attempt": new["attempt"], "phase": "generating",
+        "progress": 0.5})
+    assert r.status == 409, r
+    j = c.get(f"/v1/jobs/{new['job_id']}").json()
+    assert j["state"] == "running" and j["attempt"] == new["attempt"], j
+    # The new attempt, with the new epoch, completes; its bytes are the result.
+    png = tiny_png(width=12, seed=9)
+    r = complete(w, new, new_epoch, data=png)
+    assert r.status == 200 and r.json()["duplicate"] is False, r
+    assert c.get(f"/v1/jobs/{new['job_id']}").json()["state"] == "succeeded"
+    assert c.get(f"/v1/jobs/{new['job_id']}/result").body == png
+    # And the rest run too: nothing acknowledged was lost.
+    for _ in jobs[1:]:
+        e, a = poll_early(w)
+        assert e == new_epoch
+        res = outcome_batch(w, a, e, a["attempt"], tiny_png(seed=5))
+        assert res["status"] == 200, res
+    assert {c.get(f"/v1/jobs/{j}").json()["state"] for j in jobs} == {"succeeded"}
