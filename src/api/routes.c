@@ -394,9 +394,12 @@ static void job_answer(struct ctx *c, int rc, uint64_t id, const struct job_rec 
         render_job(c, 200, j);
 }
 
-/* GET /v1/jobs/{id}?wait=S: a long-poll on a suspended connection. Whichever
- * comes first — the job's watcher firing or the timer — answers (the won flag);
- * the struct lives until both the timer and the connection are done with it. */
+/* GET /v1/jobs/{id}?wait=S[&until=end]: a long-poll on a suspended
+ * connection. Whichever comes first — the job's watcher firing or the timer —
+ * answers (the won flag); the struct lives until both the timer and the
+ * connection are done with it. until=end: the watcher fires only when the job
+ * ends (struct job_watch), so a client waiting for the outcome sends one
+ * request, answered as soon as the outcome is durable. */
 struct long_poll {
     struct job_watch w;    /* first: fire gets it */
     struct later *l;       /* l->id: the job */
@@ -451,6 +454,15 @@ static void get_job(struct ctx *c)
     long long wait = 0;
     if (!job_scope(c, &tenant) || !query_int(c, "wait", 0, c->h->cfg.max_wait_s, &wait))
         return;
+    char ubuf[16];
+    const char *until;
+    if (!query_get(c, "until", ubuf, sizeof ubuf, &until))
+        return;
+    if (until && strcmp(until, "end") != 0) {
+        fail(c, 400, "invalid_field", "until", "until: \"end\" (answer when the job ends), or "
+                                               "leave it out (answer on any change)");
+        return;
+    }
     struct job_rec j;
     uint64_t version = 0;
     int rc = head_get(c->h, tenant, id, &version, &j);
@@ -466,11 +478,14 @@ static void get_job(struct ctx *c)
     p->l->id = id;
     p->tenant_id = tenant;
     p->w.fire = long_poll_fire;
+    p->w.until_end = until != NULL;
     atomic_init(&p->refs, 2);
     http_defer(c->req, long_poll_finish, p);
     bool watching;
     struct job_rec now;
-    rc = head_watch(c->h, tenant, id, version, &p->w, &watching, &now, NULL);
+    /* until=end: a change since head_get does not matter, only an end (which
+     * head_watch sees under the table lock). */
+    rc = head_watch(c->h, tenant, id, until ? 0 : version, &p->w, &watching, &now, NULL);
     if (rc || !watching) { /* it changed already, or is gone: answer now */
         p->l->rc = rc;
         if (!rc)

@@ -4,10 +4,14 @@ the head's epoch, and echoes the epoch on every report. What a user relies
 on: kill -9 of gpuqd right after such an assignment loses no job (it runs
 again after the restart), and no report of the attempt the dead head handed
 out is accepted — not even when the new head hands out the same attempt
-number to the same worker — while the new attempt completes normally."""
-import json
+number to the same worker — while the new attempt completes normally.
 
-from gpuq_harness import FakeWorker, tiny_png
+And GET /v1/jobs/{id}?wait=S&until=end: a client waiting for the outcome gets
+one answer, when the job ends, not one per change on the way."""
+import json
+import threading
+
+from gpuq_harness import Client, FakeWorker, tiny_png
 from test_agent import HEAD_CONFIG, submit
 
 JOB = {"capability": "image.fast", "params": {"prompt": "a fox", "sim_ms": 0}}
@@ -126,3 +130,45 @@ def test_kill9_after_early_assignment_reruns_the_job_and_fences_the_old_epoch(he
         res = outcome_batch(w, a, e, a["attempt"], tiny_png(seed=5))
         assert res["status"] == 200, res
     assert {c.get(f"/v1/jobs/{j}").json()["state"] for j in jobs} == {"succeeded"}
+
+
+def test_wait_until_end_answers_once_with_the_outcome(head_factory):
+    head = head_factory(HEAD_CONFIG)
+    tenant = head.add_tenant("acme")
+    c = head.client(tenant)
+    w = FakeWorker(head, head.add_worker_token()).start()
+    job = submit(c, JOB)
+    epoch, a = poll_early(w)
+    answers = []
+
+    def waiter():
+        # Its own connection: the long-poll holds it.
+        answers.append(Client(head.url, tenant).get(f"/v1/jobs/{job['id']}?wait=30&until=end"))
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    # Many changes while it waits (each a round trip, so the long-poll is
+    # surely in place for most of them); a plain wait would answer the first.
+    for i in range(20):
+        r = w.c.post(f"/v1/agent/jobs/{a['job_id']}/progress?epoch={epoch}", {
+            "protocol": 1, "worker_id": w.id, "attempt": a["attempt"], "phase": "generating",
+            "progress": (i + 1) / 40})
+        assert r.status == 200, r
+    assert complete(w, a, epoch).status == 200
+    t.join(timeout=30)
+    assert not t.is_alive()
+    assert answers[0].status == 200, answers[0]
+    assert answers[0].json()["state"] == "succeeded", answers[0].json()
+    # A job that has ended answers at once; an unknown until is refused naming it.
+    r = c.get(f"/v1/jobs/{job['id']}?wait=30&until=end")
+    assert r.status == 200 and r.json()["state"] == "succeeded"
+    r = c.get(f"/v1/jobs/{job['id']}?wait=1&until=change")
+    assert r.status == 400 and r.json()["error"]["field"] == "until", r
+
+
+def test_wait_until_end_still_times_out_with_the_job_as_it_is(head_factory):
+    head = head_factory(HEAD_CONFIG)
+    c = head.client(head.add_tenant("acme"))
+    job = submit(c, JOB)  # no worker: it stays queued
+    r = c.get(f"/v1/jobs/{job['id']}?wait=1&until=end")
+    assert r.status == 200 and r.json()["state"] == "queued", r
