@@ -309,8 +309,8 @@ static int conn_send_poll(struct conn *c)
 {
     buf_reset(&c->out);
     buf_printf(&c->out,
-               "GET /v1/jobs/%s?wait=%d&until=end HTTP/1.1\r\nHost: %s:%s\r\nAuthorization: Bearer %s\r\n"
-               "\r\n",
+               "GET /v1/jobs/%s?wait=%d&until=end HTTP/1.1\r\nHost: %s:%s\r\n"
+               "Authorization: Bearer %s\r\n\r\n",
                c->job_id, POLL_WAIT_S, cfg.host, cfg.port, cfg.key);
     c->out_off = 0;
     c->op = OP_POLL;

@@ -144,24 +144,26 @@ static void put_complete(struct outbox *ob, const char *worker_id, const char *j
 }
 
 void outbox_put_complete(struct outbox *ob, const char *worker_id, const char *job_id,
-                         int64_t attempt, const char *epoch, const char *path, const char *content_type,
-                         int64_t bytes, int64_t load_ms, int64_t run_ms, bool cold, int64_t now)
+                         int64_t attempt, const char *epoch, const char *path,
+                         const char *content_type, int64_t bytes, int64_t load_ms, int64_t run_ms,
+                         bool cold, int64_t now)
 {
-    put_complete(ob, worker_id, job_id, attempt, epoch, path, NULL, content_type, bytes, load_ms, run_ms,
-                 cold, now);
+    put_complete(ob, worker_id, job_id, attempt, epoch, path, NULL, content_type, bytes, load_ms,
+                 run_ms, cold, now);
 }
 
 void outbox_put_complete_data(struct outbox *ob, const char *worker_id, const char *job_id,
-                              int64_t attempt, const char *epoch, char *data, const char *content_type,
-                              int64_t bytes, int64_t load_ms, int64_t run_ms, bool cold,
-                              int64_t now)
+                              int64_t attempt, const char *epoch, char *data,
+                              const char *content_type, int64_t bytes, int64_t load_ms,
+                              int64_t run_ms, bool cold, int64_t now)
 {
-    put_complete(ob, worker_id, job_id, attempt, epoch, NULL, data, content_type, bytes, load_ms, run_ms,
-                 cold, now);
+    put_complete(ob, worker_id, job_id, attempt, epoch, NULL, data, content_type, bytes, load_ms,
+                 run_ms, cold, now);
 }
 
 void outbox_put_fail(struct outbox *ob, const char *worker_id, const char *job_id,
-                     int64_t attempt, const char *epoch, const char *cls, const char *message, int64_t now)
+                     int64_t attempt, const char *epoch, const char *cls, const char *message,
+                     int64_t now)
 {
     struct outbox_item *it = item_new(OUTBOX_FAIL, worker_id, job_id, attempt, epoch, now);
     snprintf(it->cls, sizeof it->cls, "%s", cls);

@@ -115,20 +115,22 @@ void outbox_set_batch(struct outbox *ob, outbox_send_batch_fn fn);
 void outbox_fini(struct outbox *ob);
 
 /* outbox_put_*: queue a report, due at once. They never block on the head and
- * never refuse an outcome (see "Bounds"). epoch: the one the head's answer to
- * the poll carried (NULL or "": none), sent back with the report. The complete's file at path is the
- * outbox's from here on. */
+ * never refuse an outcome (see "Bounds"). The complete's file at path is the
+ * outbox's from here on. epoch: the one the head's answer to the poll carried
+ * (NULL or "": none), sent back with the report. */
 void outbox_put_complete(struct outbox *ob, const char *worker_id, const char *job_id,
-                         int64_t attempt, const char *epoch, const char *path, const char *content_type,
-                         int64_t bytes, int64_t load_ms, int64_t run_ms, bool cold, int64_t now);
+                         int64_t attempt, const char *epoch, const char *path,
+                         const char *content_type, int64_t bytes, int64_t load_ms, int64_t run_ms,
+                         bool cold, int64_t now);
 /* outbox_put_complete_data: the same for a small result held in memory: the
  * outbox takes data (malloc'd, bytes long) and frees it when the item leaves. */
 void outbox_put_complete_data(struct outbox *ob, const char *worker_id, const char *job_id,
-                              int64_t attempt, const char *epoch, char *data, const char *content_type,
-                              int64_t bytes, int64_t load_ms, int64_t run_ms, bool cold,
-                              int64_t now);
+                              int64_t attempt, const char *epoch, char *data,
+                              const char *content_type, int64_t bytes, int64_t load_ms,
+                              int64_t run_ms, bool cold, int64_t now);
 void outbox_put_fail(struct outbox *ob, const char *worker_id, const char *job_id,
-                     int64_t attempt, const char *epoch, const char *cls, const char *message, int64_t now);
+                     int64_t attempt, const char *epoch, const char *cls, const char *message,
+                     int64_t now);
 void outbox_put_progress(struct outbox *ob, const char *worker_id, const char *job_id,
                          int64_t attempt, const char *epoch, const char *phase, double progress,
                          const char *message, int64_t now);

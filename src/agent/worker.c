@@ -455,8 +455,8 @@ static void start_load(struct worker *w, struct job *j, const struct agent_model
     if (!j->warmup) {
         char msg[120];
         snprintf(msg, sizeof msg, "loading %s", m->name);
-        outbox_put_progress(&w->agent->outbox, w->id, j->job_id, j->attempt, j->epoch, "loading", 0.0,
-                            msg, clock_mono_ns());
+        outbox_put_progress(&w->agent->outbox, w->id, j->job_id, j->attempt, j->epoch, "loading",
+                            0.0, msg, clock_mono_ns());
     }
 }
 
@@ -747,8 +747,8 @@ static void on_line(struct worker *w, const char *line, size_t len)
     if (m.type == RT_PROGRESS) {
         if (!j->warmup && now - j->progress_post_ns >= (int64_t)cfg_of(w)->progress_ms * NS_PER_MS) {
             j->progress_post_ns = now;
-            outbox_put_progress(&w->agent->outbox, w->id, j->job_id, j->attempt, j->epoch, "generating",
-                                m.progress, NULL, now);
+            outbox_put_progress(&w->agent->outbox, w->id, j->job_id, j->attempt, j->epoch,
+                                "generating", m.progress, NULL, now);
         }
     } else if (m.type == RT_RESULT) {
         on_result(w, j, &m);
