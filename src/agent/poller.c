@@ -4,7 +4,9 @@
  * elsewhere) and the agent's outbox is not full, and hands what it gets to
  * the controller. It polls with early=1: the head answers before the
  * assignment is durable and names its epoch, which each assignment keeps and
- * every report of it echoes (an older head ignores early and names none). */
+ * every report of it echoes (an older head ignores early and names none); and
+ * with max=the free slots, so one answer can fill a worker that runs several
+ * jobs at once. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -36,8 +38,6 @@ void *poller_main(void *arg)
     http_client_init(&hc, a->head_url, a->token);
     int errors = 0;
     char path[256];
-    snprintf(path, sizeof path, "/v1/agent/assignments?worker_id=%s&wait=%d%s", w->id,
-             a->cfg.poll_wait_s, a->cfg.early_assign ? "&early=1" : "");
     bool said_full = false;
     pthread_mutex_lock(&w->mu);
     for (;;) {
@@ -64,6 +64,14 @@ void *poller_main(void *arg)
         }
         if (w->state == WS_DONE)
             break;
+        /* Early polls ask for every free slot's worth (a head without
+         * early assignments ignores max and hands one). */
+        int free_slots = w->view.concurrency - w->held;
+        snprintf(path, sizeof path, "/v1/agent/assignments?worker_id=%s&wait=%d%s", w->id,
+                 a->cfg.poll_wait_s, a->cfg.early_assign ? "&early=1" : "");
+        if (a->cfg.early_assign && free_slots > 1)
+            snprintf(path + strlen(path), sizeof path - strlen(path), "&max=%d",
+                     free_slots < 16 ? free_slots : 16);
         w->polling = true;
         pthread_mutex_unlock(&w->mu);
 

@@ -1159,7 +1159,7 @@ static void agent_heartbeat(struct ctx *c)
 
 /* The dispatcher's answer to an agent's long-poll: rendered at once (rec is
  * only lent), sent from the event loop. */
-static void poll_answer(void *arg, int rc, struct job_rec *rec)
+static void poll_answer(void *arg, int rc, const struct job_rec *recs, int n)
 {
     struct later *l = arg;
     l->rc = rc;
@@ -1168,7 +1168,11 @@ static void poll_answer(void *arg, int rc, struct job_rec *rec)
         if (l->flag) /* early: the agent echoes it on the attempt's outcomes */
             buf_printf(&l->body, "\"epoch\":\"%s\",", l->h->epoch);
         buf_puts(&l->body, "\"assignments\":[");
-        json_render_assignment(&l->body, rec);
+        for (int i = 0; i < n; i++) {
+            if (i)
+                buf_puts(&l->body, ",");
+            json_render_assignment(&l->body, &recs[i]);
+        }
         buf_puts(&l->body, "]}");
     }
     http_resume(l->req);
@@ -1205,8 +1209,9 @@ static void agent_assignments(struct ctx *c)
         fail(c, 400, "missing_field", "worker_id", "worker_id: required");
         return;
     }
-    long long early = 0;
-    if (!query_int(c, "wait", 0, 60, &wait) || !query_int(c, "early", 0, 1, &early))
+    long long early = 0, max = 1;
+    if (!query_int(c, "wait", 0, 60, &wait) || !query_int(c, "early", 0, 1, &early) ||
+        !query_int(c, "max", 1, DISPATCH_POLL_MAX, &max))
         return;
     /* early=1 only from an agent that echoes the epoch: without an epoch no
      * boot can be told from another. */
@@ -1215,8 +1220,8 @@ static void agent_assignments(struct ctx *c)
     snprintf(l->worker, sizeof l->worker, "%s", worker);
     l->flag = early;
     http_defer(c->req, poll_finish, l);
-    int rc = head_worker_poll(c->h, worker, clock_mono_ns() + wait * NS_PER_S, early, poll_answer,
-                              l);
+    int rc = head_worker_poll(c->h, worker, clock_mono_ns() + wait * NS_PER_S, early, (int)max,
+                              poll_answer, l);
     if (rc) { /* not registered: answer was not called */
         l->rc = rc;
         http_resume(c->req);

@@ -172,3 +172,35 @@ def test_wait_until_end_still_times_out_with_the_job_as_it_is(head_factory):
     job = submit(c, JOB)  # no worker: it stays queued
     r = c.get(f"/v1/jobs/{job['id']}?wait=1&until=end")
     assert r.status == 200 and r.json()["state"] == "queued", r
+
+
+def test_early_poll_with_max_fills_every_free_slot_in_one_answer(head_factory):
+    head = head_factory(HEAD_CONFIG)
+    c = head.client(head.add_tenant("acme"))
+    w = FakeWorker(head, head.add_worker_token(), concurrency=2).start()
+    jobs = [submit(c, JOB)["id"] for _ in range(3)]
+    r = w.c.get(f"/v1/agent/assignments?worker_id={w.id}&wait=5&early=1&max=4")
+    assert r.status == 200, r
+    got = r.json()["assignments"]
+    # Two slots: two jobs, oldest first, each its own attempt, both running here.
+    assert [a["job_id"] for a in got] == jobs[:2], got
+    for a in got:
+        j = c.get(f"/v1/jobs/{a['job_id']}").json()
+        assert j["state"] == "running" and j["worker_id"] == w.id, j
+    epoch = r.json()["epoch"]
+    for a in got:
+        assert outcome_batch(w, a, epoch, a["attempt"], tiny_png())["status"] == 200
+    # The slots are free again: the third comes (alone: nothing else waits).
+    r = w.c.get(f"/v1/agent/assignments?worker_id={w.id}&wait=5&early=1&max=2")
+    assert r.status == 200 and [a["job_id"] for a in r.json()["assignments"]] == jobs[2:], r
+    bad = w.c.get(f"/v1/agent/assignments?worker_id={w.id}&wait=1&early=1&max=0")
+    assert bad.status == 400 and bad.json()["error"]["field"] == "max", bad
+
+
+def test_plain_poll_takes_one_whatever_max_says(head_factory):
+    head = head_factory(HEAD_CONFIG)
+    c = head.client(head.add_tenant("acme"))
+    w = FakeWorker(head, head.add_worker_token(), concurrency=2).start()
+    jobs = [submit(c, JOB)["id"] for _ in range(2)]
+    r = w.c.get(f"/v1/agent/assignments?worker_id={w.id}&wait=5&max=2")
+    assert r.status == 200 and [a["job_id"] for a in r.json()["assignments"]] == jobs[:1], r
