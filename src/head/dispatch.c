@@ -465,7 +465,9 @@ static void serve_pollers(struct dispatcher *d, int64_t now)
             served = true;
         }
         if (served) {
-            *pp = p->next; /* the committer's callback now holds the reference */
+            /* Answered (early), or the committer's callback now holds the
+             * dispatcher's reference. */
+            *pp = p->next;
         } else {
             pp = &p->next;
         }
