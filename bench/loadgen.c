@@ -5,8 +5,10 @@
  *   --mode submit   POST /v1/jobs, and again as soon as the answer comes:
  *                   durable submits/s and submit latency (a 2xx means the job
  *                   is committed).
- *   --mode e2e      POST /v1/jobs, then GET /v1/jobs/{id}?wait= on the same
- *                   connection until the job has ended: submit→succeeded
+ *   --mode e2e      POST /v1/jobs, then GET /v1/jobs/{id}?wait=&until=end on
+ *                   the same connection until the job has ended (a head
+ *                   without until answers each change: the loop covers it):
+ *                   submit→succeeded
  *                   latency (one connection = low load) and completed jobs/s
  *                   (many connections = saturation). Needs an agent.
  *
@@ -307,8 +309,8 @@ static int conn_send_poll(struct conn *c)
 {
     buf_reset(&c->out);
     buf_printf(&c->out,
-               "GET /v1/jobs/%s?wait=%d HTTP/1.1\r\nHost: %s:%s\r\nAuthorization: Bearer %s\r\n"
-               "\r\n",
+               "GET /v1/jobs/%s?wait=%d&until=end HTTP/1.1\r\nHost: %s:%s\r\n"
+               "Authorization: Bearer %s\r\n\r\n",
                c->job_id, POLL_WAIT_S, cfg.host, cfg.port, cfg.key);
     c->out_off = 0;
     c->op = OP_POLL;

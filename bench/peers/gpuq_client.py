@@ -1,7 +1,8 @@
 """The client side of the gpuq peer: an Adapter for the shared peers client
 (../shared/peers/client.py) that submits no-op jobs (the sim runtime with
 sim_ms=0) over gpuq's HTTP API and observes completion by long-poll
-(GET /v1/jobs/{id}?wait=). Run by gpuq_peer.py, one process per phase."""
+(GET /v1/jobs/{id}?wait=&until=end: one answer, when the job ends). Run by
+gpuq_peer.py, one process per phase."""
 import http.client
 import json
 import math
@@ -65,7 +66,7 @@ class Gpuq(peers_client.Adapter):
             if left <= 0:
                 return False
             w = max(1, min(30, math.ceil(left)))
-            status, job = self.call("GET", "/v1/jobs/%s?wait=%d" % (handle, w))
+            status, job = self.call("GET", "/v1/jobs/%s?wait=%d&until=end" % (handle, w))
             if status != 200:
                 raise RuntimeError("get %s: %d %r" % (handle, status, job))
             if job["state"] == "succeeded":

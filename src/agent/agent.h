@@ -48,6 +48,7 @@ struct job {
     bool warmup;
     char job_id[64];
     int64_t attempt;
+    char epoch[20];      /* the head's epoch the assignment came with ("" none): echoed */
     char rid[RT_ID_MAX]; /* id in the runtime protocol: "<job_id>.<attempt>" */
     char model[AGENT_NAME_MAX];
     char capability[AGENT_NAME_MAX];

@@ -105,6 +105,7 @@ void agent_config_defaults(struct agent_config *cfg, const char *argv0)
     cfg->outbox_retry_min_ms = 200;
     cfg->outbox_retry_max_ms = 5000;
     cfg->outbox_batch = true;
+    cfg->early_assign = true;
     cfg->outbox_memory_bytes = 64 << 10;
     cfg->flood_bad_lines = 100;
     cfg->flood_window_ms = 1000;
@@ -248,6 +249,8 @@ static int agent_key(struct agent_config *c, const char *key, const char *value,
         SET_INT(c->outbox_retry_max_ms, 1, 600000);
     else if (strcmp(key, "outbox_batch") == 0)
         SET_BOOL(c->outbox_batch);
+    else if (strcmp(key, "early_assign") == 0)
+        SET_BOOL(c->early_assign);
     else if (strcmp(key, "outbox_memory_bytes") == 0)
         SET_INT(c->outbox_memory_bytes, 0, 1 << 20);
     else if (strcmp(key, "flood_bad_lines") == 0)

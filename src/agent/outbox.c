@@ -112,10 +112,12 @@ static void push(struct outbox *ob, struct outbox_item *it)
 }
 
 static struct outbox_item *item_new(enum outbox_kind kind, const char *worker_id,
-                                    const char *job_id, int64_t attempt, int64_t now)
+                                    const char *job_id, int64_t attempt, const char *epoch,
+                                    int64_t now)
 {
     struct outbox_item *it = xcalloc(1, sizeof *it);
     it->kind = kind;
+    snprintf(it->epoch, sizeof it->epoch, "%s", epoch ? epoch : "");
     snprintf(it->worker_id, sizeof it->worker_id, "%s", worker_id);
     snprintf(it->job_id, sizeof it->job_id, "%s", job_id);
     it->attempt = attempt;
@@ -125,11 +127,11 @@ static struct outbox_item *item_new(enum outbox_kind kind, const char *worker_id
 
 /* A completion whose result is in the file at path, or (path NULL) in data. */
 static void put_complete(struct outbox *ob, const char *worker_id, const char *job_id,
-                         int64_t attempt, const char *path, char *data,
+                         int64_t attempt, const char *epoch, const char *path, char *data,
                          const char *content_type, int64_t bytes, int64_t load_ms,
                          int64_t run_ms, bool cold, int64_t now)
 {
-    struct outbox_item *it = item_new(OUTBOX_COMPLETE, worker_id, job_id, attempt, now);
+    struct outbox_item *it = item_new(OUTBOX_COMPLETE, worker_id, job_id, attempt, epoch, now);
     if (path)
         snprintf(it->path, sizeof it->path, "%s", path);
     it->data = data;
@@ -142,33 +144,35 @@ static void put_complete(struct outbox *ob, const char *worker_id, const char *j
 }
 
 void outbox_put_complete(struct outbox *ob, const char *worker_id, const char *job_id,
-                         int64_t attempt, const char *path, const char *content_type,
-                         int64_t bytes, int64_t load_ms, int64_t run_ms, bool cold, int64_t now)
+                         int64_t attempt, const char *epoch, const char *path,
+                         const char *content_type, int64_t bytes, int64_t load_ms, int64_t run_ms,
+                         bool cold, int64_t now)
 {
-    put_complete(ob, worker_id, job_id, attempt, path, NULL, content_type, bytes, load_ms, run_ms,
-                 cold, now);
+    put_complete(ob, worker_id, job_id, attempt, epoch, path, NULL, content_type, bytes, load_ms,
+                 run_ms, cold, now);
 }
 
 void outbox_put_complete_data(struct outbox *ob, const char *worker_id, const char *job_id,
-                              int64_t attempt, char *data, const char *content_type,
-                              int64_t bytes, int64_t load_ms, int64_t run_ms, bool cold,
-                              int64_t now)
+                              int64_t attempt, const char *epoch, char *data,
+                              const char *content_type, int64_t bytes, int64_t load_ms,
+                              int64_t run_ms, bool cold, int64_t now)
 {
-    put_complete(ob, worker_id, job_id, attempt, NULL, data, content_type, bytes, load_ms, run_ms,
-                 cold, now);
+    put_complete(ob, worker_id, job_id, attempt, epoch, NULL, data, content_type, bytes, load_ms,
+                 run_ms, cold, now);
 }
 
 void outbox_put_fail(struct outbox *ob, const char *worker_id, const char *job_id,
-                     int64_t attempt, const char *cls, const char *message, int64_t now)
+                     int64_t attempt, const char *epoch, const char *cls, const char *message,
+                     int64_t now)
 {
-    struct outbox_item *it = item_new(OUTBOX_FAIL, worker_id, job_id, attempt, now);
+    struct outbox_item *it = item_new(OUTBOX_FAIL, worker_id, job_id, attempt, epoch, now);
     snprintf(it->cls, sizeof it->cls, "%s", cls);
     snprintf(it->message, sizeof it->message, "%s", message);
     push(ob, it);
 }
 
 void outbox_put_progress(struct outbox *ob, const char *worker_id, const char *job_id,
-                         int64_t attempt, const char *phase, double progress,
+                         int64_t attempt, const char *epoch, const char *phase, double progress,
                          const char *message, int64_t now)
 {
     pthread_mutex_lock(&ob->mu);
@@ -188,7 +192,7 @@ void outbox_put_progress(struct outbox *ob, const char *worker_id, const char *j
         }
     }
     pthread_mutex_unlock(&ob->mu);
-    struct outbox_item *it = item_new(OUTBOX_PROGRESS, worker_id, job_id, attempt, now);
+    struct outbox_item *it = item_new(OUTBOX_PROGRESS, worker_id, job_id, attempt, epoch, now);
     snprintf(it->cls, sizeof it->cls, "%s", phase);
     snprintf(it->message, sizeof it->message, "%s", message ? message : "");
     it->progress = progress;

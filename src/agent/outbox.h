@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #define OUTBOX_ID_MAX 64
+#define OUTBOX_EPOCH_MAX 20
 /* Batches (POST /v1/agent/outcomes): completions whose result is at most
  * OUTBOX_INLINE_MAX bytes travel together, up to OUTBOX_BATCH_MAX of them and
  * OUTBOX_BATCH_BYTES of results a request; larger results, failures and
@@ -52,6 +53,7 @@ struct outbox_item {
     char worker_id[OUTBOX_ID_MAX];
     char job_id[OUTBOX_ID_MAX];
     int64_t attempt;
+    char epoch[OUTBOX_EPOCH_MAX]; /* the head's epoch of the assignment ("" none): echoed */
     /* complete */
     char path[PATH_MAX];  /* "" when data holds the bytes */
     char *data;           /* owned, or NULL */
@@ -114,20 +116,23 @@ void outbox_fini(struct outbox *ob);
 
 /* outbox_put_*: queue a report, due at once. They never block on the head and
  * never refuse an outcome (see "Bounds"). The complete's file at path is the
- * outbox's from here on. */
+ * outbox's from here on. epoch: the one the head's answer to the poll carried
+ * (NULL or "": none), sent back with the report. */
 void outbox_put_complete(struct outbox *ob, const char *worker_id, const char *job_id,
-                         int64_t attempt, const char *path, const char *content_type,
-                         int64_t bytes, int64_t load_ms, int64_t run_ms, bool cold, int64_t now);
+                         int64_t attempt, const char *epoch, const char *path,
+                         const char *content_type, int64_t bytes, int64_t load_ms, int64_t run_ms,
+                         bool cold, int64_t now);
 /* outbox_put_complete_data: the same for a small result held in memory: the
  * outbox takes data (malloc'd, bytes long) and frees it when the item leaves. */
 void outbox_put_complete_data(struct outbox *ob, const char *worker_id, const char *job_id,
-                              int64_t attempt, char *data, const char *content_type,
-                              int64_t bytes, int64_t load_ms, int64_t run_ms, bool cold,
-                              int64_t now);
+                              int64_t attempt, const char *epoch, char *data,
+                              const char *content_type, int64_t bytes, int64_t load_ms,
+                              int64_t run_ms, bool cold, int64_t now);
 void outbox_put_fail(struct outbox *ob, const char *worker_id, const char *job_id,
-                     int64_t attempt, const char *cls, const char *message, int64_t now);
+                     int64_t attempt, const char *epoch, const char *cls, const char *message,
+                     int64_t now);
 void outbox_put_progress(struct outbox *ob, const char *worker_id, const char *job_id,
-                         int64_t attempt, const char *phase, double progress,
+                         int64_t attempt, const char *epoch, const char *phase, double progress,
                          const char *message, int64_t now);
 
 /* outbox_full: at max_items outcomes or max_bytes; take no new work. */

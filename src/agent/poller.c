@@ -2,7 +2,11 @@
  * the head for work only while the worker is registered, ready, not draining
  * and has a free slot (so no job waits here that the head could still move
  * elsewhere) and the agent's outbox is not full, and hands what it gets to
- * the controller. */
+ * the controller. It polls with early=1: the head answers before the
+ * assignment is durable and names its epoch, which each assignment keeps and
+ * every report of it echoes (an older head ignores early and names none); and
+ * with max=the free slots, so one answer can fill a worker that runs several
+ * jobs at once. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -34,8 +38,6 @@ void *poller_main(void *arg)
     http_client_init(&hc, a->head_url, a->token);
     int errors = 0;
     char path[256];
-    snprintf(path, sizeof path, "/v1/agent/assignments?worker_id=%s&wait=%d", w->id,
-             a->cfg.poll_wait_s);
     bool said_full = false;
     pthread_mutex_lock(&w->mu);
     for (;;) {
@@ -62,6 +64,14 @@ void *poller_main(void *arg)
         }
         if (w->state == WS_DONE)
             break;
+        /* Early polls ask for every free slot's worth (a head without
+         * early assignments ignores max and hands one). */
+        int free_slots = w->view.concurrency - w->held;
+        snprintf(path, sizeof path, "/v1/agent/assignments?worker_id=%s&wait=%d%s", w->id,
+                 a->cfg.poll_wait_s, a->cfg.early_assign ? "&early=1" : "");
+        if (a->cfg.early_assign && free_slots > 1)
+            snprintf(path + strlen(path), sizeof path - strlen(path), "&max=%d",
+                     free_slots < 16 ? free_slots : 16);
         w->polling = true;
         pthread_mutex_unlock(&w->mu);
 
@@ -70,13 +80,17 @@ void *poller_main(void *arg)
         int rc = http_json(&hc, path, NULL, (long)a->cfg.poll_wait_s * 1000 + 15000, &status,
                            &answer);
         json_t *list = json_object_get(answer, "assignments");
+        json_t *epoch = json_object_get(answer, "epoch");
         if (rc == 0 && status == 200 && json_is_array(list)) {
             size_t k;
             json_t *it;
             json_array_foreach(list, k, it)
             {
-                if (json_is_object(it)) /* before the worker sees it: it runs from files */
-                    agent_inputs_fetch(&hc, a->cfg.work_dir, w->id, it);
+                if (!json_is_object(it))
+                    continue;
+                if (json_is_string(epoch))
+                    json_object_set(it, "epoch", epoch);
+                agent_inputs_fetch(&hc, a->cfg.work_dir, w->id, it); /* it runs from files */
             }
         }
 

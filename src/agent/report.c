@@ -81,7 +81,8 @@ int report_send(void *ctx, const struct outbox_item *it, long *status)
                                      "worker_id", it->worker_id, "attempt",
                                      (json_int_t)it->attempt, "class", "internal", "message",
                                      "the agent lost the result file before delivering it");
-            snprintf(path, sizeof path, "/v1/agent/jobs/%s/fail", it->job_id);
+            snprintf(path, sizeof path, "/v1/agent/jobs/%s/fail%s%s", it->job_id,
+                     it->epoch[0] ? "?epoch=" : "", it->epoch);
             json_t *answer = NULL;
             int rc = http_json(hc, path, body, REPORT_TIMEOUT_MS, status, &answer);
             json_decref(answer);
@@ -89,9 +90,10 @@ int report_send(void *ctx, const struct outbox_item *it, long *status)
         }
         snprintf(path, sizeof path,
                  "/v1/agent/jobs/%s/complete?worker_id=%s&attempt=%lld&load_ms=%lld&run_ms=%lld"
-                 "&cold=%d",
+                 "&cold=%d%s%s",
                  it->job_id, it->worker_id, (long long)it->attempt, (long long)it->load_ms,
-                 (long long)it->run_ms, it->cold ? 1 : 0);
+                 (long long)it->run_ms, it->cold ? 1 : 0, it->epoch[0] ? "&epoch=" : "",
+                 it->epoch);
         int rc = http_call(hc, "POST", path, it->content_type, data, len, REPORT_TIMEOUT_MS,
                            status);
         free(owned);
@@ -99,12 +101,14 @@ int report_send(void *ctx, const struct outbox_item *it, long *status)
     }
     json_t *body;
     if (it->kind == OUTBOX_FAIL) {
-        snprintf(path, sizeof path, "/v1/agent/jobs/%s/fail", it->job_id);
+        snprintf(path, sizeof path, "/v1/agent/jobs/%s/fail%s%s", it->job_id,
+                 it->epoch[0] ? "?epoch=" : "", it->epoch);
         body = json_pack("{s:i, s:s, s:I, s:s, s:s}", "protocol", AGENT_PROTOCOL, "worker_id",
                          it->worker_id, "attempt", (json_int_t)it->attempt, "class", it->cls,
                          "message", it->message);
     } else {
-        snprintf(path, sizeof path, "/v1/agent/jobs/%s/progress", it->job_id);
+        snprintf(path, sizeof path, "/v1/agent/jobs/%s/progress%s%s", it->job_id,
+                 it->epoch[0] ? "?epoch=" : "", it->epoch);
         body = json_pack("{s:i, s:s, s:I, s:s, s:f, s:s}", "protocol", AGENT_PROTOCOL,
                          "worker_id", it->worker_id, "attempt", (json_int_t)it->attempt, "phase",
                          it->cls, "progress", it->progress, "message", it->message);
@@ -131,6 +135,9 @@ static bool batch_add(json_t *list, struct buf *bytes, const struct outbox_item 
                                           it->content_type, "bytes", (json_int_t)len, "load_ms",
                                           (json_int_t)it->load_ms, "run_ms",
                                           (json_int_t)it->run_ms, "cold", it->cold));
+    if (it->epoch[0])
+        json_object_set_new(json_array_get(list, json_array_size(list) - 1), "epoch",
+                            json_string(it->epoch));
     buf_append(bytes, data, len);
     free(owned);
     return true;

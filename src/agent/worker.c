@@ -176,7 +176,7 @@ static void job_fail(struct worker *w, struct job *j, const char *cls, const cha
         log_warn(MOD, "worker %s: job %s attempt %lld failed: %s: %s", w->id, j->job_id,
                  (long long)j->attempt, cls, message);
         /* Queued before the job leaves, so a heartbeat always lists the attempt. */
-        outbox_put_fail(&w->agent->outbox, w->id, j->job_id, j->attempt, cls, message,
+        outbox_put_fail(&w->agent->outbox, w->id, j->job_id, j->attempt, j->epoch, cls, message,
                         clock_mono_ns());
     }
     job_remove(w, j);
@@ -254,6 +254,9 @@ static void take_assignment(struct worker *w, json_t *a)
     nj.used = true;
     snprintf(nj.job_id, sizeof nj.job_id, "%s", job_id);
     nj.attempt = json_integer_value(att);
+    const char *epoch = json_string_value(json_object_get(a, "epoch"));
+    if (epoch && strlen(epoch) < sizeof nj.epoch)
+        snprintf(nj.epoch, sizeof nj.epoch, "%s", epoch);
     snprintf(nj.rid, sizeof nj.rid, "%s", rid);
     snprintf(nj.capability, sizeof nj.capability, "%s", cap ? cap : "");
     if ((!model || !model[0]) && cap)
@@ -452,8 +455,8 @@ static void start_load(struct worker *w, struct job *j, const struct agent_model
     if (!j->warmup) {
         char msg[120];
         snprintf(msg, sizeof msg, "loading %s", m->name);
-        outbox_put_progress(&w->agent->outbox, w->id, j->job_id, j->attempt, "loading", 0.0,
-                            msg, clock_mono_ns());
+        outbox_put_progress(&w->agent->outbox, w->id, j->job_id, j->attempt, j->epoch, "loading",
+                            0.0, msg, clock_mono_ns());
     }
 }
 
@@ -651,11 +654,11 @@ static void on_result(struct worker *w, struct job *j, const struct rt_msg *m)
      * worker's slot is free at once. A small result goes from memory. */
     if (keep[0]) {
         free(data);
-        outbox_put_complete(&w->agent->outbox, w->id, j->job_id, j->attempt, keep,
+        outbox_put_complete(&w->agent->outbox, w->id, j->job_id, j->attempt, j->epoch, keep,
                             m->content_type, (int64_t)len, j->load_ns / NS_PER_MS, run_ms, j->cold,
                             now);
     } else {
-        outbox_put_complete_data(&w->agent->outbox, w->id, j->job_id, j->attempt, data,
+        outbox_put_complete_data(&w->agent->outbox, w->id, j->job_id, j->attempt, j->epoch, data,
                                  m->content_type, (int64_t)len, j->load_ns / NS_PER_MS, run_ms,
                                  j->cold, now);
     }
@@ -744,8 +747,8 @@ static void on_line(struct worker *w, const char *line, size_t len)
     if (m.type == RT_PROGRESS) {
         if (!j->warmup && now - j->progress_post_ns >= (int64_t)cfg_of(w)->progress_ms * NS_PER_MS) {
             j->progress_post_ns = now;
-            outbox_put_progress(&w->agent->outbox, w->id, j->job_id, j->attempt, "generating",
-                                m.progress, NULL, now);
+            outbox_put_progress(&w->agent->outbox, w->id, j->job_id, j->attempt, j->epoch,
+                                "generating", m.progress, NULL, now);
         }
     } else if (m.type == RT_RESULT) {
         on_result(w, j, &m);

@@ -394,9 +394,12 @@ static void job_answer(struct ctx *c, int rc, uint64_t id, const struct job_rec 
         render_job(c, 200, j);
 }
 
-/* GET /v1/jobs/{id}?wait=S: a long-poll on a suspended connection. Whichever
- * comes first — the job's watcher firing or the timer — answers (the won flag);
- * the struct lives until both the timer and the connection are done with it. */
+/* GET /v1/jobs/{id}?wait=S[&until=end]: a long-poll on a suspended
+ * connection. Whichever comes first — the job's watcher firing or the timer —
+ * answers (the won flag); the struct lives until both the timer and the
+ * connection are done with it. until=end: the watcher fires only when the job
+ * ends (struct job_watch), so a client waiting for the outcome sends one
+ * request, answered as soon as the outcome is durable. */
 struct long_poll {
     struct job_watch w;    /* first: fire gets it */
     struct later *l;       /* l->id: the job */
@@ -451,6 +454,15 @@ static void get_job(struct ctx *c)
     long long wait = 0;
     if (!job_scope(c, &tenant) || !query_int(c, "wait", 0, c->h->cfg.max_wait_s, &wait))
         return;
+    char ubuf[16];
+    const char *until;
+    if (!query_get(c, "until", ubuf, sizeof ubuf, &until))
+        return;
+    if (until && strcmp(until, "end") != 0) {
+        fail(c, 400, "invalid_field", "until", "until: \"end\" (answer when the job ends), or "
+                                               "leave it out (answer on any change)");
+        return;
+    }
     struct job_rec j;
     uint64_t version = 0;
     int rc = head_get(c->h, tenant, id, &version, &j);
@@ -466,11 +478,14 @@ static void get_job(struct ctx *c)
     p->l->id = id;
     p->tenant_id = tenant;
     p->w.fire = long_poll_fire;
+    p->w.until_end = until != NULL;
     atomic_init(&p->refs, 2);
     http_defer(c->req, long_poll_finish, p);
     bool watching;
     struct job_rec now;
-    rc = head_watch(c->h, tenant, id, version, &p->w, &watching, &now, NULL);
+    /* until=end: a change since head_get does not matter, only an end (which
+     * head_watch sees under the table lock). */
+    rc = head_watch(c->h, tenant, id, until ? 0 : version, &p->w, &watching, &now, NULL);
     if (rc || !watching) { /* it changed already, or is gone: answer now */
         p->l->rc = rc;
         if (!rc)
@@ -1144,13 +1159,20 @@ static void agent_heartbeat(struct ctx *c)
 
 /* The dispatcher's answer to an agent's long-poll: rendered at once (rec is
  * only lent), sent from the event loop. */
-static void poll_answer(void *arg, int rc, struct job_rec *rec)
+static void poll_answer(void *arg, int rc, const struct job_rec *recs, int n)
 {
     struct later *l = arg;
     l->rc = rc;
     if (!rc) {
-        buf_puts(&l->body, "{\"assignments\":[");
-        json_render_assignment(&l->body, rec);
+        buf_puts(&l->body, "{");
+        if (l->flag) /* early: the agent echoes it on the attempt's outcomes */
+            buf_printf(&l->body, "\"epoch\":\"%s\",", l->h->epoch);
+        buf_puts(&l->body, "\"assignments\":[");
+        for (int i = 0; i < n; i++) {
+            if (i)
+                buf_puts(&l->body, ",");
+            json_render_assignment(&l->body, &recs[i]);
+        }
         buf_puts(&l->body, "]}");
     }
     http_resume(l->req);
@@ -1187,12 +1209,19 @@ static void agent_assignments(struct ctx *c)
         fail(c, 400, "missing_field", "worker_id", "worker_id: required");
         return;
     }
-    if (!query_int(c, "wait", 0, 60, &wait))
+    long long early = 0, max = 1;
+    if (!query_int(c, "wait", 0, 60, &wait) || !query_int(c, "early", 0, 1, &early) ||
+        !query_int(c, "max", 1, DISPATCH_POLL_MAX, &max))
         return;
+    /* early=1 only from an agent that echoes the epoch: without an epoch no
+     * boot can be told from another. */
+    early = early && c->h->epoch[0];
     struct later *l = later_new(c);
     snprintf(l->worker, sizeof l->worker, "%s", worker);
+    l->flag = early;
     http_defer(c->req, poll_finish, l);
-    int rc = head_worker_poll(c->h, worker, clock_mono_ns() + wait * NS_PER_S, poll_answer, l);
+    int rc = head_worker_poll(c->h, worker, clock_mono_ns() + wait * NS_PER_S, early, (int)max,
+                              poll_answer, l);
     if (rc) { /* not registered: answer was not called */
         l->rc = rc;
         http_resume(c->req);
@@ -1211,6 +1240,28 @@ static void fenced_error(struct ctx *c, int rc, uint64_t id)
         fail_store(c, rc);
 }
 
+/* The optional ?epoch= of an agent's report: false (reply sent) when it is
+ * malformed or names an earlier boot of the head — that attempt's assignment
+ * may never have been stored, so its number may be handed out again. */
+static bool epoch_current(struct ctx *c, uint64_t id)
+{
+    char buf[32];
+    const char *epoch;
+    if (!query_get(c, "epoch", buf, sizeof buf, &epoch))
+        return false;
+    if (epoch && (!*epoch || strlen(epoch) > 16)) {
+        fail(c, 400, "invalid_field", "epoch", "epoch: 1 to 16 characters, as the head sent it");
+        return false;
+    }
+    if (head_epoch_stale(c->h, epoch)) {
+        fail(c, 409, "stale_attempt", "epoch",
+             "epoch: job %llu was assigned by an earlier run of the head; it runs again",
+             (unsigned long long)id);
+        return false;
+    }
+    return true;
+}
+
 static void agent_progress(struct ctx *c)
 {
     uint64_t id = c->id;
@@ -1222,6 +1273,8 @@ static void agent_progress(struct ctx *c)
         fail_api(c, &err);
         return;
     }
+    if (!epoch_current(c, id))
+        return;
     int rc = head_progress(c->h, id, m.worker_id, m.attempt, m.phase, m.progress);
     if (rc) {
         fenced_error(c, rc, id);
@@ -1272,6 +1325,8 @@ static void agent_complete(struct ctx *c)
         fail(c, 400, "missing_field", "attempt", "attempt: required");
         return;
     }
+    if (!epoch_current(c, id))
+        return;
     const char *type = http_header(c->req, "Content-Type");
     if (!type || !*type || strlen(type) >= REC_NAME_MAX) {
         fail(c, 400, "invalid_field", "Content-Type", "Content-Type: the output's media type");
@@ -1302,6 +1357,8 @@ static void agent_fail(struct ctx *c)
         fail_api(c, &err);
         return;
     }
+    if (!epoch_current(c, id))
+        return;
     struct later *l = later_new(c);
     l->id = id;
     http_defer(c->req, fail_finish, l);

@@ -37,6 +37,7 @@ struct outcome {
     const char *data;
     size_t len;
     int64_t load_ms, run_ms;
+    bool stale_epoch; /* assigned by an earlier boot of the head: refused, not completed */
     int rc;
     bool duplicate;
 };
@@ -100,7 +101,7 @@ static int parse_item(const struct route_call *c, json_t *o, int i, const char *
                       size_t *off, struct outcome *it)
 {
     static const char *const keys[] = {"job_id", "worker_id", "attempt", "content_type", "bytes",
-                                       "load_ms", "run_ms", "cold", NULL};
+                                       "load_ms", "run_ms", "cold", "epoch", NULL};
     if (!json_is_object(o))
         return bad(c, i, "job_id", "each outcome is an object");
     const char *k;
@@ -128,6 +129,11 @@ static int parse_item(const struct route_call *c, json_t *o, int i, const char *
     json_t *cold = json_object_get(o, "cold");
     if (cold && !json_is_boolean(cold))
         return bad(c, i, "cold", "a boolean");
+    json_t *epoch = json_object_get(o, "epoch");
+    if (epoch && (!json_is_string(epoch) || json_string_length(epoch) == 0 ||
+                  json_string_length(epoch) > 16))
+        return bad(c, i, "epoch", "1 to 16 characters, as the head sent it");
+    it->stale_epoch = epoch && head_epoch_stale(c->h, json_string_value(epoch));
     it->attempt = (int)attempt;
     it->load_ms = load_ms;
     it->run_ms = run_ms;
@@ -159,7 +165,13 @@ static void put_error(struct buf *out, int rc, const struct outcome *it)
     char msg[160];
     snprintf(msg, sizeof msg, "%s", gpuq_strerror(rc));
     int status = 500;
-    if (rc == GPUQ_ESTALE) {
+    if (rc == GPUQ_ESTALE && it->stale_epoch) {
+        status = 409;
+        code = "stale_attempt";
+        snprintf(msg, sizeof msg,
+                 "epoch: job %llu was assigned by an earlier run of the head; it runs again",
+                 (unsigned long long)it->id);
+    } else if (rc == GPUQ_ESTALE) {
         status = 409;
         code = "stale_attempt";
         snprintf(msg, sizeof msg, "attempt: not the current attempt of job %llu on this worker",
@@ -258,6 +270,10 @@ void route_agent_outcomes(const struct route_call *c)
      * they share its next transaction. The body outlives the commits. */
     for (size_t i = 0; i < n; i++) {
         struct outcome *it = &b->items[i];
+        if (it->stale_epoch) {
+            item_done(it, GPUQ_ESTALE, NULL, false);
+            continue;
+        }
         head_complete(c->h, it->id, it->worker, it->attempt, it->type, it->data, it->len,
                       it->load_ms, it->run_ms, item_done, it);
     }

@@ -46,8 +46,10 @@ struct poller {
     pthread_mutex_t lock;
     int refs;
     enum { P_WAITING, P_CLAIMED, P_DONE, P_ABANDONED } state;
-    void (*answer)(void *arg, int rc, struct job_rec *rec);
+    void (*answer)(void *arg, int rc, const struct job_rec *recs, int n);
     void *arg;
+    bool early; /* answered before the assignment is durable (dispatcher_poll) */
+    int max;    /* early: most assignments one answer carries (1..DISPATCH_POLL_MAX) */
     struct poller *next;
 };
 
@@ -111,7 +113,7 @@ static void poller_unref(struct poller *p)
     }
 }
 
-static void poller_finish(struct poller *p, int rc, struct job_rec *rec);
+static void poller_finish(struct poller *p, int rc, const struct job_rec *recs, int n);
 
 static void post(struct dispatcher *d, struct dmsg *m)
 {
@@ -120,7 +122,7 @@ static void post(struct dispatcher *d, struct dmsg *m)
     if (d->stopping) {
         pthread_mutex_unlock(&d->lock);
         if (m->kind == M_POLL)
-            poller_finish(m->poller, GPUQ_EAGAIN, NULL);
+            poller_finish(m->poller, GPUQ_EAGAIN, NULL, 0);
         if (m->eta_fn)
             m->eta_fn(m->eta_arg, GPUQ_EAGAIN, -1, -1, "");
         free(m->specs);
@@ -263,14 +265,16 @@ static void poller_timeout(void *arg)
         p->state = P_ABANDONED;
     pthread_mutex_unlock(&p->lock);
     if (mine)
-        p->answer(p->arg, GPUQ_EAGAIN, NULL);
+        p->answer(p->arg, GPUQ_EAGAIN, NULL, 0);
     poller_unref(p);
 }
 
-void dispatcher_poll(struct dispatcher *d, const char *worker_id, int64_t deadline_ns,
-                     void (*answer)(void *arg, int rc, struct job_rec *rec), void *arg)
+void dispatcher_poll(struct dispatcher *d, const char *worker_id, int64_t deadline_ns, bool early,
+                     int max, dispatch_answer_fn answer, void *arg)
 {
     struct poller *p = xcalloc(1, sizeof *p);
+    p->early = early;
+    p->max = early && max > 1 ? (max < DISPATCH_POLL_MAX ? max : DISPATCH_POLL_MAX) : 1;
     snprintf(p->worker_id, sizeof p->worker_id, "%s", worker_id);
     pthread_mutex_init(&p->lock, NULL);
     p->refs = 2;
@@ -284,8 +288,8 @@ void dispatcher_poll(struct dispatcher *d, const char *worker_id, int64_t deadli
     post(d, m);
 }
 
-/* The dispatcher's side ends: answer with rc (and the job) unless the timer did. */
-static void poller_finish(struct poller *p, int rc, struct job_rec *rec)
+/* The dispatcher's side ends: answer with rc (and the jobs) unless the timer did. */
+static void poller_finish(struct poller *p, int rc, const struct job_rec *recs, int n)
 {
     pthread_mutex_lock(&p->lock);
     bool mine = p->state == P_WAITING || p->state == P_CLAIMED;
@@ -293,11 +297,12 @@ static void poller_finish(struct poller *p, int rc, struct job_rec *rec)
         p->state = P_DONE;
     pthread_mutex_unlock(&p->lock);
     if (mine)
-        p->answer(p->arg, rc, rec);
+        p->answer(p->arg, rc, recs, n);
     poller_unref(p);
 }
 
-/* An assignment being committed: the poller gets the job once it is durable. */
+/* An assignment being committed: the poller gets the job once it is durable,
+ * or (an early poller) got it already and poller is NULL. */
 struct assign_op {
     struct commit_op op;
     struct dispatcher *d;
@@ -320,7 +325,8 @@ static void assign_done(struct commit_op *op, int rc)
         log_warn(MOD, "assignment of job %llu not stored (%s); re-queued",
                  (unsigned long long)a->rec.id, gpuq_strerror(rc));
         head_assign_failed(h, a->rec.id, a->rec.lc.worker, a->rec.lc.attempt);
-        poller_finish(a->poller, GPUQ_EAGAIN, NULL);
+        if (a->poller)
+            poller_finish(a->poller, GPUQ_EAGAIN, NULL, 0);
     } else {
         jobs_lock(h->jobs);
         struct hjob *j = jobs_find(h->jobs, a->rec.id);
@@ -329,7 +335,8 @@ static void assign_done(struct commit_op *op, int rc)
         jobs_unlock(h->jobs);
         admission_job_state(h->admission, a->rec.id, JOB_RUNNING);
         trace_assigned(a->rec.id, a->rec.lc.worker, a->rec.lc.attempt);
-        poller_finish(a->poller, 0, &a->rec);
+        if (a->poller)
+            poller_finish(a->poller, 0, &a->rec, 1);
     }
     job_rec_free_fields(&a->rec);
     free(a);
@@ -341,7 +348,7 @@ static struct breaker *breaker_of(struct dispatcher *d, const char *worker_id);
 static void refresh_worker(struct dispatcher *d, const char *id, int64_t now);
 static void publish_capacity(struct dispatcher *d);
 
-static bool assign(struct dispatcher *d, struct poller *p, uint64_t job_id)
+static bool assign(struct dispatcher *d, struct poller *p, uint64_t job_id, struct job_rec *copy)
 {
     struct head *h = d->h;
     bool ok = false;
@@ -365,6 +372,20 @@ static bool assign(struct dispatcher *d, struct poller *p, uint64_t job_id)
         a->op.done = assign_done;
         a->d = d;
         a->poller = p;
+        if (p->early) {
+            /* The agent echoes the head's epoch on every outcome of it, so
+             * it need not wait for this commit: if the head dies first, the
+             * stored job is still queued and runs again, and this attempt's
+             * outcomes, from an earlier boot, are refused (head_epoch_stale).
+             * Answered before the op is queued and under the table lock (or,
+             * several to one poll, from copies after it is queued), so no
+             * outcome of it can reach the committer ahead of it. */
+            if (copy)
+                job_rec_copy(copy, &a->rec);
+            else
+                poller_finish(p, 0, &a->rec, 1);
+            a->poller = NULL;
+        }
         committer_submit(h->committer, &a->op);
         ok = true;
     }
@@ -408,9 +429,13 @@ static void serve_pollers(struct dispatcher *d, int64_t now)
         }
         bool served = false;
         uint64_t job_id;
-        while (!served && sched_take(d->sched, p->worker_id, now, &job_id) == 0) {
+        /* An early poll asking for several takes what the scheduler placed
+         * on its worker, up to its max, and is answered once with them. */
+        struct job_rec got[DISPATCH_POLL_MAX];
+        int ngot = 0;
+        while (!served && ngot < p->max && sched_take(d->sched, p->worker_id, now, &job_id) == 0) {
             pthread_mutex_lock(&p->lock);
-            if (p->state != P_WAITING) {
+            if (p->state != P_WAITING && !(p->state == P_CLAIMED && ngot > 0)) {
                 pthread_mutex_unlock(&p->lock);
                 /* The poll gave up just now: put the job back. */
                 sched_job_finished(d->sched, job_id, false, 0, 0, now);
@@ -419,19 +444,30 @@ static void serve_pollers(struct dispatcher *d, int64_t now)
             }
             p->state = P_CLAIMED;
             pthread_mutex_unlock(&p->lock);
-            if (assign(d, p, job_id)) {
-                served = true;
+            if (assign(d, p, job_id, p->max > 1 ? &got[ngot] : NULL)) {
+                if (p->max > 1)
+                    ngot++;
+                else
+                    served = true;
                 struct breaker *b = hashmap_get_str(&d->breakers, p->worker_id);
                 if (b && b->state == BREAKER_HALF_OPEN)
                     refresh_worker(d, p->worker_id, now); /* the probe holds its one slot */
-            } else {
+            } else if (ngot == 0) {
                 pthread_mutex_lock(&p->lock);
                 p->state = P_WAITING;
                 pthread_mutex_unlock(&p->lock);
             }
         }
+        if (ngot > 0) {
+            poller_finish(p, 0, got, ngot);
+            for (int i = 0; i < ngot; i++)
+                job_rec_free_fields(&got[i]);
+            served = true;
+        }
         if (served) {
-            *pp = p->next; /* the committer's callback now holds the reference */
+            /* Answered (early), or the committer's callback now holds the
+             * dispatcher's reference. */
+            *pp = p->next;
         } else {
             pp = &p->next;
         }
@@ -822,13 +858,13 @@ void dispatcher_stop(struct dispatcher *d)
     pthread_join(d->thread, NULL);
     for (struct poller *p = d->pollers, *next; p; p = next) {
         next = p->next;
-        poller_finish(p, GPUQ_EAGAIN, NULL);
+        poller_finish(p, GPUQ_EAGAIN, NULL, 0);
     }
     d->pollers = NULL;
     for (struct dmsg *m = d->head, *next; m; m = next) {
         next = m->next;
         if (m->kind == M_POLL)
-            poller_finish(m->poller, GPUQ_EAGAIN, NULL);
+            poller_finish(m->poller, GPUQ_EAGAIN, NULL, 0);
         if (m->eta_fn)
             m->eta_fn(m->eta_arg, GPUQ_EAGAIN, -1, -1, "");
         free(m->specs);

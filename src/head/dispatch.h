@@ -52,12 +52,20 @@ void dispatcher_worker_update(struct dispatcher *d, const char *worker_id);
 /* The worker left (deregistered): placed jobs go back to the queue, running ones are re-queued. */
 void dispatcher_worker_remove(struct dispatcher *d, const char *worker_id);
 
-/* An agent's long-poll: answer(arg, 0, rec) once the worker has a durable
- * assignment, or answer(arg, GPUQ_EAGAIN, NULL) at deadline_ns (monotonic) or
- * shutdown. Exactly once, from the committer, dispatcher or timer thread; rec
- * is valid during the call only. */
-void dispatcher_poll(struct dispatcher *d, const char *worker_id, int64_t deadline_ns,
-                     void (*answer)(void *arg, int rc, struct job_rec *rec), void *arg);
+/* Most assignments one early poll is answered with. */
+#define DISPATCH_POLL_MAX 16
+
+/* An agent's long-poll: answer(arg, 0, recs, 1) once the worker has a
+ * durable assignment, or answer(arg, GPUQ_EAGAIN, NULL, 0) at deadline_ns
+ * (monotonic) or shutdown. Exactly once, from the committer, dispatcher or
+ * timer thread; recs are valid during the call only. early: answer as soon as
+ * the assignment is made and queued for commit, without waiting for it to be
+ * durable (from the dispatcher thread) — only for agents that echo the head's
+ * epoch on every outcome (see struct head); such a poll takes up to max
+ * (1..DISPATCH_POLL_MAX) of what the scheduler placed on the worker at once. */
+typedef void (*dispatch_answer_fn)(void *arg, int rc, const struct job_rec *recs, int n);
+void dispatcher_poll(struct dispatcher *d, const char *worker_id, int64_t deadline_ns, bool early,
+                     int max, dispatch_answer_fn answer, void *arg);
 
 /* The core's ETA of a queued or running job (sched_job_eta): seconds from now;
  * start_s < 0 when no GPU can take it now, with why (sched_job_parked; size

@@ -536,6 +536,11 @@ void head_resubmit(struct head *h, uint64_t id, head_done_fn done, void *arg)
 /* ---- the agent's reports, fenced by (worker, attempt) ---- */
 
 /* The job must be running this attempt on this worker. Lock held. */
+bool head_epoch_stale(const struct head *h, const char *epoch)
+{
+    return epoch && epoch[0] && strcmp(epoch, h->epoch) != 0;
+}
+
 static int fence(struct head *h, uint64_t id, const char *worker, int attempt, struct hjob **out)
 {
     struct hjob *j = jobs_find(h->jobs, id);

@@ -766,6 +766,31 @@ static void fire_watchers(struct hjob *j)
     }
 }
 
+/* A change: fires the watchers, but keeps the until_end ones while the job
+ * has not ended. */
+static void fire_changed(struct hjob *j)
+{
+    if (!job_state_terminal(job_rec_state(&j->rec))) {
+        struct job_watch **pw = &j->watchers, *keep = NULL, **kt = &keep;
+        while (*pw) {
+            struct job_watch *w = *pw;
+            if (w->until_end) {
+                *pw = w->next;
+                w->next = NULL;
+                *kt = w;
+                kt = &w->next;
+            } else {
+                pw = &w->next;
+            }
+        }
+        fire_watchers(j);
+        *kt = j->watchers; /* fire never adds watchers, but stay correct if one did */
+        j->watchers = keep;
+        return;
+    }
+    fire_watchers(j);
+}
+
 void jobs_mark_committed(struct jobs *t, struct hjob *j)
 {
     j->committed = true;
@@ -778,7 +803,7 @@ void jobs_changed(struct jobs *t, struct hjob *j)
     j->version++;
     if (j->waiters)
         pthread_cond_broadcast(&j->changed);
-    fire_watchers(j);
+    fire_changed(j);
 }
 
 void jobs_watch(struct jobs *t, struct hjob *j, struct job_watch *w)

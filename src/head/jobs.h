@@ -29,6 +29,10 @@ struct hjob;
 struct job_watch {
     void (*fire)(struct job_watch *w, struct hjob *j);
     struct job_watch *next;
+    /* Fires only when the job ends (a terminal state), is removed, or the
+     * table shuts down; other changes leave it watching. A client that waits
+     * for the outcome then needs one request, not one per change. */
+    bool until_end;
 };
 
 struct hjob {

@@ -7,6 +7,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 #include "api/routes.h"
 #include "common/log.h"
@@ -23,6 +25,20 @@
 #include "head/trace.h"
 
 #define MOD "gpuqd"
+
+/* A fresh boot epoch (see struct head): 64 random bits, so no two boots of
+ * one data directory share one. The clock stands in if the kernel's random
+ * source fails, which only weakens it to "differs from the last boot". */
+static void head_new_epoch(struct head *h)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        v = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+    }
+    snprintf(h->epoch, sizeof h->epoch, "%016llx", (unsigned long long)v);
+}
 
 int main(int argc, char **argv)
 {
@@ -61,6 +77,7 @@ int main(int argc, char **argv)
         return 1;
     }
     trace_set_limits(h.cfg.trace_max_bytes, h.cfg.trace_max_steps);
+    head_new_epoch(&h);
     h.jobs = jobs_create();
     h.tenants = tenants_create();
     h.registry = registry_create();

@@ -51,15 +51,15 @@ bool head_readiness(struct head *h, char *reason, size_t size)
 /* head_worker_register and head_worker_heartbeat live in head.c: they
  * reconcile the worker's report and incarnation with the jobs' lifecycle. */
 
-int head_worker_poll(struct head *h, const char *worker_id, int64_t deadline_ns,
-                     void (*answer)(void *arg, int rc, struct job_rec *rec), void *arg)
+int head_worker_poll(struct head *h, const char *worker_id, int64_t deadline_ns, bool early,
+                     int max, dispatch_answer_fn answer, void *arg)
 {
     struct worker_rec *w = xcalloc(1, sizeof *w);
     int rc = registry_get(h->registry, worker_id, w);
     free(w);
     if (rc)
         return GPUQ_ENOENT;
-    dispatcher_poll(h->disp, worker_id, deadline_ns, answer, arg);
+    dispatcher_poll(h->disp, worker_id, deadline_ns, early, max, answer, arg);
     return 0;
 }
 

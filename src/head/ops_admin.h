@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "head/dispatch.h"
 #include "head/head.h"
 
 /* ---- readiness ---- */
@@ -32,8 +33,8 @@ int head_worker_heartbeat(struct head *h, const struct worker_rec *hb, bool *dra
                           struct reg_attempt *cancels, int *ncancels);
 /* The agent's long-poll (see dispatcher_poll): GPUQ_ENOENT at once (answer not
  * called) for a worker not registered. */
-int head_worker_poll(struct head *h, const char *worker_id, int64_t deadline_ns,
-                     void (*answer)(void *arg, int rc, struct job_rec *rec), void *arg);
+int head_worker_poll(struct head *h, const char *worker_id, int64_t deadline_ns, bool early,
+                     int max, dispatch_answer_fn answer, void *arg);
 int head_worker_deregister(struct head *h, const char *worker_id);
 /* The admin asks a worker to drain (told to its agent in heartbeat answers). */
 int head_worker_drain(struct head *h, const char *worker_id);

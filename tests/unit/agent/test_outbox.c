@@ -135,7 +135,7 @@ static void test_complete_retried_until_delivered(void **state)
     char path[128];
     make_file(path, sizeof path, "PNGDATA");
     int64_t t = 1000 * MS;
-    outbox_put_complete(&ob, "h-gpu0", "42", 1, path, "image/png", 7, 10, 20, true, t);
+    outbox_put_complete(&ob, "h-gpu0", "42", 1, NULL, path, "image/png", 7, 10, 20, true, t);
     assert_true(outbox_full(&ob) == false);
 
     bool tried;
@@ -184,7 +184,7 @@ static void test_retried_forever_with_capped_delay(void **state)
     struct outbox ob;
     outbox_init(&ob, 8, 1 << 20, 200, 5000, scripted_send, &s);
     int64_t t = 0;
-    outbox_put_fail(&ob, "h-gpu0", "7", 2, "crash", "runtime died", t);
+    outbox_put_fail(&ob, "h-gpu0", "7", 2, NULL, "crash", "runtime died", t);
     bool tried;
     int64_t next = t;
     int sends = 0;
@@ -219,7 +219,7 @@ static void test_final_refusals_drop(void **state)
         outbox_init(&ob, 8, 1 << 20, 200, 5000, scripted_send, &s);
         char path[128];
         make_file(path, sizeof path, "x");
-        outbox_put_complete(&ob, "h-gpu0", "9", 3, path, "image/png", 1, 0, 5, false, 0);
+        outbox_put_complete(&ob, "h-gpu0", "9", 3, NULL, path, "image/png", 1, 0, 5, false, 0);
         bool tried;
         assert_int_equal(outbox_step(&ob, 0, &tried), INT64_MAX);
         assert_true(tried);
@@ -245,7 +245,7 @@ static void test_answer_makes_waiting_items_due(void **state)
     struct outbox ob;
     outbox_init(&ob, 8, 1 << 20, 200, 5000, scripted_send, &s);
     int64_t t = 0;
-    outbox_put_fail(&ob, "h-gpu0", "1", 1, "oom", "a", t);
+    outbox_put_fail(&ob, "h-gpu0", "1", 1, NULL, "oom", "a", t);
     bool tried;
     int64_t next = t;
     for (int i = 0; i < 5; i++) /* A backs off: 200 … 3200 ms */
@@ -254,7 +254,7 @@ static void test_answer_makes_waiting_items_due(void **state)
     assert_int_equal(a_due, (200 + 400 + 800 + 1600 + 3200) * MS);
     /* B is queued 1 s before A's next try, and is answered 200 at once. */
     int64_t tb = a_due - 1000 * MS;
-    outbox_put_fail(&ob, "h-gpu1", "2", 1, "oom", "b", tb);
+    outbox_put_fail(&ob, "h-gpu1", "2", 1, NULL, "oom", "b", tb);
     next = outbox_step(&ob, tb, &tried);
     assert_true(tried);
     assert_string_equal(s.sent_job[5], "2");
@@ -276,9 +276,9 @@ static void test_fifo_among_due(void **state)
     script_init(&s, 200);
     struct outbox ob;
     outbox_init(&ob, 8, 1 << 20, 200, 5000, scripted_send, &s);
-    outbox_put_fail(&ob, "w", "10", 1, "oom", "", 0);
-    outbox_put_fail(&ob, "w", "11", 1, "oom", "", 0);
-    outbox_put_fail(&ob, "w", "12", 1, "oom", "", 0);
+    outbox_put_fail(&ob, "w", "10", 1, NULL, "oom", "", 0);
+    outbox_put_fail(&ob, "w", "11", 1, NULL, "oom", "", 0);
+    outbox_put_fail(&ob, "w", "12", 1, NULL, "oom", "", 0);
     bool tried;
     do
         outbox_step(&ob, 0, &tried);
@@ -300,8 +300,8 @@ static void test_progress_coalesced_and_dropped(void **state)
     script_add(&s, GPUQ_EIO, 0);
     struct outbox ob;
     outbox_init(&ob, 8, 1 << 20, 200, 5000, scripted_send, &s);
-    outbox_put_progress(&ob, "w", "5", 1, "generating", 0.25, NULL, 0);
-    outbox_put_progress(&ob, "w", "5", 1, "generating", 0.5, NULL, 0);
+    outbox_put_progress(&ob, "w", "5", 1, NULL, "generating", 0.25, NULL, 0);
+    outbox_put_progress(&ob, "w", "5", 1, NULL, "generating", 0.5, NULL, 0);
     bool tried;
     assert_int_equal(outbox_step(&ob, 0, &tried), INT64_MAX); /* no answer: dropped */
     assert_int_equal(s.nsent, 1);
@@ -309,16 +309,16 @@ static void test_progress_coalesced_and_dropped(void **state)
     assert_int_equal(outbox_step(&ob, 10 * NS_PER_S, &tried), INT64_MAX);
     assert_false(tried);
 
-    outbox_put_progress(&ob, "w", "5", 1, "generating", 0.75, NULL, 0);
-    outbox_put_fail(&ob, "w", "5", 1, "cuda", "boom", 0);
-    outbox_put_progress(&ob, "w", "5", 1, "generating", 0.9, NULL, 0); /* too late */
+    outbox_put_progress(&ob, "w", "5", 1, NULL, "generating", 0.75, NULL, 0);
+    outbox_put_fail(&ob, "w", "5", 1, NULL, "cuda", "boom", 0);
+    outbox_put_progress(&ob, "w", "5", 1, NULL, "generating", 0.9, NULL, 0); /* too late */
     do
         outbox_step(&ob, 0, &tried);
     while (tried);
     assert_int_equal(s.nsent, 2);
     assert_int_equal(s.sent_kind[1], 'F');
     /* Progress is not an outcome: not listed for the heartbeat, not counted. */
-    outbox_put_progress(&ob, "w", "6", 1, "loading", 0, "loading x", 0);
+    outbox_put_progress(&ob, "w", "6", 1, NULL, "loading", 0, "loading x", 0);
     assert_int_equal(outbox_outcomes_for(&ob, "w", NULL, NULL, 0), 0);
     outbox_fini(&ob);
 }
@@ -331,11 +331,11 @@ static void test_full_by_count_and_bytes_never_refuses(void **state)
     script_init(&s, 200);
     struct outbox ob;
     outbox_init(&ob, 2, 100, 200, 5000, scripted_send, &s);
-    outbox_put_fail(&ob, "w", "1", 1, "oom", "", 0);
+    outbox_put_fail(&ob, "w", "1", 1, NULL, "oom", "", 0);
     assert_false(outbox_full(&ob));
-    outbox_put_fail(&ob, "w", "2", 1, "oom", "", 0);
+    outbox_put_fail(&ob, "w", "2", 1, NULL, "oom", "", 0);
     assert_true(outbox_full(&ob));
-    outbox_put_fail(&ob, "w", "3", 1, "oom", "", 0);
+    outbox_put_fail(&ob, "w", "3", 1, NULL, "oom", "", 0);
     assert_int_equal(outbox_outcomes_for(&ob, "w", NULL, NULL, 0), 3);
     bool tried;
     do
@@ -347,9 +347,9 @@ static void test_full_by_count_and_bytes_never_refuses(void **state)
     char p1[128], p2[128];
     make_file(p1, sizeof p1, "a");
     make_file(p2, sizeof p2, "b");
-    outbox_put_complete(&ob, "w", "4", 1, p1, "image/png", 60, 0, 0, false, 0);
+    outbox_put_complete(&ob, "w", "4", 1, NULL, p1, "image/png", 60, 0, 0, false, 0);
     assert_false(outbox_full(&ob));
-    outbox_put_complete(&ob, "w", "5", 1, p2, "image/png", 60, 0, 0, false, 0);
+    outbox_put_complete(&ob, "w", "5", 1, NULL, p2, "image/png", 60, 0, 0, false, 0);
     assert_true(outbox_full(&ob)); /* 120 bytes ≥ 100 */
     struct outbox_stats st;
     outbox_stats(&ob, &st);
@@ -368,9 +368,9 @@ static void test_outcomes_for_worker(void **state)
     script_init(&s, 200);
     struct outbox ob;
     outbox_init(&ob, 8, 1 << 20, 200, 5000, scripted_send, &s);
-    outbox_put_fail(&ob, "a-gpu0", "1", 2, "oom", "", 0);
-    outbox_put_fail(&ob, "a-gpu1", "2", 1, "oom", "", 0);
-    outbox_put_fail(&ob, "a-gpu0", "3", 4, "oom", "", 0);
+    outbox_put_fail(&ob, "a-gpu0", "1", 2, NULL, "oom", "", 0);
+    outbox_put_fail(&ob, "a-gpu1", "2", 1, NULL, "oom", "", 0);
+    outbox_put_fail(&ob, "a-gpu0", "3", 4, NULL, "oom", "", 0);
     char ids[4][OUTBOX_ID_MAX];
     int64_t att[4];
     assert_int_equal(outbox_outcomes_for(&ob, "a-gpu0", ids, att, 4), 2);
@@ -419,7 +419,7 @@ static void test_thread_put_never_waits_for_a_slow_send(void **state)
     outbox_init(&ob, 8, 1 << 20, 1, 5, gated_send, &g);
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, outbox_main, &ob), 0);
-    outbox_put_fail(&ob, "w", "1", 1, "oom", "", clock_mono_ns());
+    outbox_put_fail(&ob, "w", "1", 1, NULL, "oom", "", clock_mono_ns());
     pthread_mutex_lock(&g.mu);
     while (!g.entered)
         pthread_cond_wait(&g.cv, &g.mu);
@@ -429,7 +429,7 @@ static void test_thread_put_never_waits_for_a_slow_send(void **state)
     for (int i = 2; i <= 20; i++) {
         char id[16];
         snprintf(id, sizeof id, "%d", i);
-        outbox_put_fail(&ob, "w", id, 1, "oom", "", clock_mono_ns());
+        outbox_put_fail(&ob, "w", id, 1, NULL, "oom", "", clock_mono_ns());
     }
     assert_true(clock_mono_ns() - t0 < 500 * MS);
     assert_int_equal(outbox_outcomes_for(&ob, "w", NULL, NULL, 0), 20);
@@ -498,10 +498,10 @@ static void test_batch_one_request_per_item_verdicts(void **state)
     const char *jobs[3] = {"1", "2", "3"};
     for (int i = 0; i < 3; i++) {
         make_file(p[i], sizeof p[i], "png");
-        outbox_put_complete(&ob, "w", jobs[i], 1, p[i], "image/png", 3, 0, 5, false, 0);
+        outbox_put_complete(&ob, "w", jobs[i], 1, NULL, p[i], "image/png", 3, 0, 5, false, 0);
     }
     /* A failure is never batched: it goes by itself, in its FIFO turn. */
-    outbox_put_fail(&ob, "w", "4", 1, "oom", "x", 0);
+    outbox_put_fail(&ob, "w", "4", 1, NULL, "oom", "x", 0);
     bool tried;
     outbox_step(&ob, 0, &tried);
     assert_true(tried);
@@ -551,8 +551,8 @@ static void test_batch_unknown_to_head_falls_back_to_single(void **state)
     char p[2][64];
     make_file(p[0], sizeof p[0], "a");
     make_file(p[1], sizeof p[1], "b");
-    outbox_put_complete(&ob, "w", "1", 1, p[0], "image/png", 1, 0, 5, false, 0);
-    outbox_put_complete(&ob, "w", "2", 1, p[1], "image/png", 1, 0, 5, false, 0);
+    outbox_put_complete(&ob, "w", "1", 1, NULL, p[0], "image/png", 1, 0, 5, false, 0);
+    outbox_put_complete(&ob, "w", "2", 1, NULL, p[1], "image/png", 1, 0, 5, false, 0);
     bool tried;
     outbox_step(&ob, 0, &tried);
     assert_int_equal(b.calls, 1);
@@ -585,8 +585,8 @@ static void test_batch_without_answer_retries_all(void **state)
     char p[2][64];
     make_file(p[0], sizeof p[0], "a");
     make_file(p[1], sizeof p[1], "b");
-    outbox_put_complete(&ob, "w", "1", 1, p[0], "image/png", 1, 0, 5, false, 0);
-    outbox_put_complete(&ob, "w", "2", 1, p[1], "image/png", 1, 0, 5, false, 0);
+    outbox_put_complete(&ob, "w", "1", 1, NULL, p[0], "image/png", 1, 0, 5, false, 0);
+    outbox_put_complete(&ob, "w", "2", 1, NULL, p[1], "image/png", 1, 0, 5, false, 0);
     bool tried;
     int64_t next = outbox_step(&ob, 0, &tried);
     assert_int_equal(next, 200 * MS);
@@ -616,7 +616,7 @@ static void test_result_in_memory(void **state)
     char *d1 = malloc(4), *d2 = malloc(4);
     memcpy(d1, "png1", 4);
     memcpy(d2, "png2", 4);
-    outbox_put_complete_data(&ob, "w", "1", 1, d1, "image/png", 4, 0, 5, false, 0);
+    outbox_put_complete_data(&ob, "w", "1", 1, NULL, d1, "image/png", 4, 0, 5, false, 0);
     struct outbox_stats st;
     outbox_stats(&ob, &st);
     assert_int_equal(st.bytes, 4);
@@ -624,7 +624,7 @@ static void test_result_in_memory(void **state)
     outbox_step(&ob, 0, &tried);
     assert_int_equal(b.calls, 1);
     assert_int_equal(outbox_outcomes_for(&ob, "w", NULL, NULL, 0), 0);
-    outbox_put_complete_data(&ob, "w", "2", 1, d2, "image/png", 4, 0, 5, false, 0);
+    outbox_put_complete_data(&ob, "w", "2", 1, NULL, d2, "image/png", 4, 0, 5, false, 0);
     outbox_fini(&ob); /* frees d2 (a leak checker would say otherwise) */
 }
 

@@ -305,6 +305,62 @@ static void test_job_larger_than_a_slab(void **state)
     jobs_destroy(t);
 }
 
+/* A watcher counting its firings, and what state it saw. */
+struct counted {
+    struct job_watch w; /* first */
+    int fired;
+    enum lc_state seen;
+};
+
+static void count_fire(struct job_watch *w, struct hjob *j)
+{
+    struct counted *c = (struct counted *)w;
+    c->fired++;
+    c->seen = j->rec.lc.state;
+}
+
+/* until_end watchers (GET ?wait&until=end) stay through changes on the way
+ * and fire at the end; plain ones fire on the first change; a removal fires
+ * both kinds. */
+static void test_until_end_watchers_fire_at_the_end_only(void **state)
+{
+    (void)state;
+    struct jobs *t = jobs_create();
+    struct job_rec r;
+    jobs_lock(t);
+    make_rec(&r, 1, NULL);
+    struct hjob *j = jobs_insert(t, &r);
+    jobs_mark_committed(t, j);
+    struct counted plain = {.w = {.fire = count_fire}};
+    struct counted end = {.w = {.fire = count_fire, .until_end = true}};
+    jobs_watch(t, j, &end.w);
+    jobs_watch(t, j, &plain.w);
+    j->rec.lc.state = LC_RUNNING;
+    jobs_changed(t, j);
+    assert_int_equal(plain.fired, 1);
+    assert_int_equal(end.fired, 0);
+    j->rec.progress = 0.5;
+    jobs_changed(t, j); /* plain was one-shot: nobody else fires */
+    assert_int_equal(plain.fired, 1);
+    assert_int_equal(end.fired, 0);
+    j->rec.lc.state = LC_SUCCEEDED;
+    jobs_changed(t, j);
+    assert_int_equal(end.fired, 1);
+    assert_int_equal(end.seen, LC_SUCCEEDED);
+    jobs_changed(t, j); /* fired once: gone from the list */
+    assert_int_equal(end.fired, 1);
+    /* A removal ends every wait, until_end or not. */
+    make_rec(&r, 2, NULL);
+    j = jobs_insert(t, &r);
+    jobs_mark_committed(t, j);
+    struct counted gone = {.w = {.fire = count_fire, .until_end = true}};
+    jobs_watch(t, j, &gone.w);
+    jobs_remove(t, j);
+    assert_int_equal(gone.fired, 1);
+    jobs_unlock(t);
+    jobs_destroy(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -312,6 +368,7 @@ int main(void)
         cmocka_unit_test(test_jobs_that_stay_in_full),
         cmocka_unit_test(test_many_at_rest_foreach_find_sweep),
         cmocka_unit_test(test_job_larger_than_a_slab),
+        cmocka_unit_test(test_until_end_watchers_fire_at_the_end_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

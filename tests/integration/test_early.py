@@ -1,0 +1,206 @@
+"""Early assignments (docs/protocol-worker.md, "Early assignments"): an agent
+that polls with early=1 gets its job before the assignment is durable, with
+the head's epoch, and echoes the epoch on every report. What a user relies
+on: kill -9 of gpuqd right after such an assignment loses no job (it runs
+again after the restart), and no report of the attempt the dead head handed
+out is accepted — not even when the new head hands out the same attempt
+number to the same worker — while the new attempt completes normally.
+
+And GET /v1/jobs/{id}?wait=S&until=end: a client waiting for the outcome gets
+one answer, when the job ends, not one per change on the way."""
+import json
+import threading
+
+from gpuq_harness import Client, FakeWorker, tiny_png
+from test_agent import HEAD_CONFIG, submit
+
+JOB = {"capability": "image.fast", "params": {"prompt": "a fox", "sim_ms": 0}}
+
+
+def poll_early(w, wait=5):
+    r = w.c.get(f"/v1/agent/assignments?worker_id={w.id}&wait={wait}&early=1")
+    assert r.status == 200, r
+    body = r.json()
+    assert len(body["assignments"]) == 1, body
+    return body["epoch"], body["assignments"][0]
+
+
+def complete(w, a, epoch, attempt=None, data=None):
+    att = a["attempt"] if attempt is None else attempt
+    return w.c.request(
+        "POST",
+        f"/v1/agent/jobs/{a['job_id']}/complete?worker_id={w.id}&attempt={att}"
+        f"&load_ms=0&run_ms=10&epoch={epoch}",
+        body=data or tiny_png(), raw=True, headers={"Content-Type": "image/png"})
+
+
+def outcome_batch(w, a, epoch, attempt, data):
+    head = {"protocol": 1, "outcomes": [
+        {"job_id": a["job_id"], "worker_id": w.id, "attempt": attempt,
+         "content_type": "image/png", "bytes": len(data), "epoch": epoch}]}
+    body = json.dumps(head, separators=(",", ":")).encode() + b"\n" + data
+    r = w.c.request("POST", "/v1/agent/outcomes", body=body, raw=True,
+                    headers={"Content-Type": "application/x-gpuq-outcomes"})
+    assert r.status == 200, r
+    return r.json()["results"][0]
+
+
+def test_plain_poll_names_no_epoch(head_factory):
+    head = head_factory(HEAD_CONFIG)
+    c = head.client(head.add_tenant("acme"))
+    w = FakeWorker(head, head.add_worker_token()).start()
+    job = submit(c, JOB)
+    r = w.c.get(f"/v1/agent/assignments?worker_id={w.id}&wait=5")
+    assert r.status == 200 and "epoch" not in r.json(), r
+    a = r.json()["assignments"][0]
+    assert a["job_id"] == job["id"]
+    # Reports without an epoch are fenced by worker and attempt, as before.
+    assert w.complete(a).status == 200
+    assert c.get(f"/v1/jobs/{job['id']}").json()["state"] == "succeeded"
+
+
+def test_report_with_a_malformed_epoch_is_refused_naming_it(head_factory):
+    head = head_factory(HEAD_CONFIG)
+    submit(head.client(head.add_tenant("acme")), JOB)
+    w = FakeWorker(head, head.add_worker_token()).start()
+    epoch, a = poll_early(w)
+    assert len(epoch) == 16
+    r = complete(w, a, "0123456789abcdef0")  # 17 characters
+    assert r.status == 400 and r.json()["error"]["field"] == "epoch", r
+    data = tiny_png()
+    head_line = {"protocol": 1, "outcomes": [
+        {"job_id": a["job_id"], "worker_id": w.id, "attempt": a["attempt"],
+         "content_type": "image/png", "bytes": len(data), "epoch": ""}]}
+    r = w.c.request("POST", "/v1/agent/outcomes",
+                    body=json.dumps(head_line).encode() + b"\n" + data, raw=True,
+                    headers={"Content-Type": "application/x-gpuq-outcomes"})
+    assert r.status == 400 and r.json()["error"]["field"] == "outcomes[0].epoch", r
+    # Refused whole: the attempt still completes with the right epoch.
+    assert complete(w, a, epoch).status == 200
+
+
+def test_kill9_after_early_assignment_reruns_the_job_and_fences_the_old_epoch(head_factory):
+    head = head_factory(HEAD_CONFIG)
+    tenant = head.add_tenant("acme")
+    token = head.add_worker_token()
+    c = head.client(tenant)
+    w = FakeWorker(head, token, "gpu-a").start()
+    jobs = [submit(c, JOB)["id"] for _ in range(3)]
+    # The first job assigned early; the head dies at once, so its assignment
+    # commit may or may not have reached the disk: both must hold below.
+    old_epoch, old = poll_early(w)
+    assert old["job_id"] == jobs[0] and old["attempt"] == 1, old
+    head.kill9()
+    head.start()
+    c = head.client(tenant)
+    w = FakeWorker(head, token, "gpu-a").start()  # same worker id, as a restarted agent
+    # Every job submitted is still there, and the assigned one is queued again.
+    assert {c.get(f"/v1/jobs/{j}").json()["state"] for j in jobs} == {"queued"}
+    new_epoch, new = poll_early(w)
+    assert new_epoch != old_epoch
+    assert new["job_id"] == old["job_id"], (old, new)
+    # The new head may hand out the very attempt number the dead one did (it
+    # never stored it): reports naming the old epoch are refused all the same.
+    for att in {old["attempt"], new["attempt"]}:
+        r = complete(w, new, old_epoch, attempt=att, data=tiny_png(seed=3))
+        assert r.status == 409 and r.json()["error"]["code"] == "stale_attempt", r
+        assert r.json()["error"]["field"] == "epoch", r
+        res = outcome_batch(w, new, old_epoch, att, tiny_png(seed=4))
+        assert res["status"] == 409 and res["error"]["code"] == "stale_attempt", res
+    r = w.c.post(f"/v1/agent/jobs/{new['job_id']}/fail?epoch={old_epoch}", {
+        "protocol": 1, "worker_id": w.id, "attempt": new["attempt"], "class": "oom",
+        "message": "out of memory"})
+    assert r.status == 409, r
+    r = w.c.post(f"/v1/agent/jobs/{new['job_id']}/progress?epoch={old_epoch}", {
+        "protocol": 1, "worker_id": w.id, "attempt": new["attempt"], "phase": "generating",
+        "progress": 0.5})
+    assert r.status == 409, r
+    j = c.get(f"/v1/jobs/{new['job_id']}").json()
+    assert j["state"] == "running" and j["attempt"] == new["attempt"], j
+    # The new attempt, with the new epoch, completes; its bytes are the result.
+    png = tiny_png(width=12, seed=9)
+    r = complete(w, new, new_epoch, data=png)
+    assert r.status == 200 and r.json()["duplicate"] is False, r
+    assert c.get(f"/v1/jobs/{new['job_id']}").json()["state"] == "succeeded"
+    assert c.get(f"/v1/jobs/{new['job_id']}/result").body == png
+    # And the rest run too: nothing acknowledged was lost.
+    for _ in jobs[1:]:
+        e, a = poll_early(w)
+        assert e == new_epoch
+        res = outcome_batch(w, a, e, a["attempt"], tiny_png(seed=5))
+        assert res["status"] == 200, res
+    assert {c.get(f"/v1/jobs/{j}").json()["state"] for j in jobs} == {"succeeded"}
+
+
+def test_wait_until_end_answers_once_with_the_outcome(head_factory):
+    head = head_factory(HEAD_CONFIG)
+    tenant = head.add_tenant("acme")
+    c = head.client(tenant)
+    w = FakeWorker(head, head.add_worker_token()).start()
+    job = submit(c, JOB)
+    epoch, a = poll_early(w)
+    answers = []
+
+    def waiter():
+        # Its own connection: the long-poll holds it.
+        answers.append(Client(head.url, tenant).get(f"/v1/jobs/{job['id']}?wait=30&until=end"))
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    # Many changes while it waits (each a round trip, so the long-poll is
+    # surely in place for most of them); a plain wait would answer the first.
+    for i in range(20):
+        r = w.c.post(f"/v1/agent/jobs/{a['job_id']}/progress?epoch={epoch}", {
+            "protocol": 1, "worker_id": w.id, "attempt": a["attempt"], "phase": "generating",
+            "progress": (i + 1) / 40})
+        assert r.status == 200, r
+    assert complete(w, a, epoch).status == 200
+    t.join(timeout=30)
+    assert not t.is_alive()
+    assert answers[0].status == 200, answers[0]
+    assert answers[0].json()["state"] == "succeeded", answers[0].json()
+    # A job that has ended answers at once; an unknown until is refused naming it.
+    r = c.get(f"/v1/jobs/{job['id']}?wait=30&until=end")
+    assert r.status == 200 and r.json()["state"] == "succeeded"
+    r = c.get(f"/v1/jobs/{job['id']}?wait=1&until=change")
+    assert r.status == 400 and r.json()["error"]["field"] == "until", r
+
+
+def test_wait_until_end_still_times_out_with_the_job_as_it_is(head_factory):
+    head = head_factory(HEAD_CONFIG)
+    c = head.client(head.add_tenant("acme"))
+    job = submit(c, JOB)  # no worker: it stays queued
+    r = c.get(f"/v1/jobs/{job['id']}?wait=1&until=end")
+    assert r.status == 200 and r.json()["state"] == "queued", r
+
+
+def test_early_poll_with_max_fills_every_free_slot_in_one_answer(head_factory):
+    head = head_factory(HEAD_CONFIG)
+    c = head.client(head.add_tenant("acme"))
+    w = FakeWorker(head, head.add_worker_token(), concurrency=2).start()
+    jobs = [submit(c, JOB)["id"] for _ in range(3)]
+    r = w.c.get(f"/v1/agent/assignments?worker_id={w.id}&wait=5&early=1&max=4")
+    assert r.status == 200, r
+    got = r.json()["assignments"]
+    # Two slots: two jobs, oldest first, each its own attempt, both running here.
+    assert [a["job_id"] for a in got] == jobs[:2], got
+    for a in got:
+        j = c.get(f"/v1/jobs/{a['job_id']}").json()
+        assert j["state"] == "running" and j["worker_id"] == w.id, j
+    epoch = r.json()["epoch"]
+    for a in got:
+        assert outcome_batch(w, a, epoch, a["attempt"], tiny_png())["status"] == 200
+    # The slots are free again: the third comes (alone: nothing else waits).
+    r = w.c.get(f"/v1/agent/assignments?worker_id={w.id}&wait=5&early=1&max=2")
+    assert r.status == 200 and [a["job_id"] for a in r.json()["assignments"]] == jobs[2:], r
+    bad = w.c.get(f"/v1/agent/assignments?worker_id={w.id}&wait=1&early=1&max=0")
+    assert bad.status == 400 and bad.json()["error"]["field"] == "max", bad
+
+
+def test_plain_poll_takes_one_whatever_max_says(head_factory):
+    head = head_factory(HEAD_CONFIG)
+    c = head.client(head.add_tenant("acme"))
+    w = FakeWorker(head, head.add_worker_token(), concurrency=2).start()
+    jobs = [submit(c, JOB)["id"] for _ in range(2)]
+    r = w.c.get(f"/v1/agent/assignments?worker_id={w.id}&wait=5&max=2")
+    assert r.status == 200 and [a["job_id"] for a in r.json()["assignments"]] == jobs[:1], r
