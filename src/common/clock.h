@@ -10,5 +10,10 @@
 
 int64_t clock_mono_ns(void);
 int64_t clock_wall_ms(void);
+/* The monotonic time of a past wall-clock instant, by one offset taken at the
+ * first call and kept for the process: jobs stored in the same millisecond
+ * map to the same instant, so their order keys do not jitter with the
+ * moment each is read back. */
+int64_t clock_mono_of_wall_ms(int64_t wall_ms);
 
 #endif

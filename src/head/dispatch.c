@@ -153,7 +153,7 @@ static void spec_from_rec(const struct job_rec *rec, struct job_spec *spec,
     spec->height = rec->height;
     spec->steps = rec->steps;
     spec->frames = rec->frames;
-    spec->submit_ns = clock_mono_ns() - (clock_wall_ms() - rec->created_ms) * NS_PER_MS;
+    spec->submit_ns = clock_mono_of_wall_ms(rec->created_ms);
     spec->order_ns = rec->order_ns;
     const char(*list)[SCHED_NAME_MAX];
     int n;
