@@ -310,16 +310,21 @@ double admit_throughput(const struct admit *a, enum sched_lane lane, int64_t now
     return ls->nominal;
 }
 
-double admit_eta_rate(const struct admit *a, enum sched_lane lane, int64_t now)
+double admit_eta_rate(const struct admit *a, enum sched_lane lane, int64_t now, bool *measured)
 {
+    if (measured)
+        *measured = false;
     if (!a || (lane != SCHED_LANE_INTERACTIVE && lane != SCHED_LANE_BATCH))
         return 0;
     const struct lane_state *ls = &a->lanes[lane];
     double tau = a->p.throughput_tau_s, acc, busy;
     double total = lane_sums_fast(ls, tau, now, &acc, &busy);
-    if (total >= tau && acc > 0 && busy > 0)
+    if (total >= tau && acc > 0 && busy > 0) {
+        if (measured)
+            *measured = true;
         return acc / busy;
-    return 0;
+    }
+    return admit_throughput(a, lane, now);
 }
 
 /* ---- pools and bookings ------------------------------------------------- */

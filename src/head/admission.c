@@ -170,10 +170,7 @@ double admission_eta_rate(struct admission *a, enum sched_lane lane, bool *measu
 {
     int64_t now = clock_mono_ns();
     pthread_mutex_lock(&a->lock);
-    double r = admit_eta_rate(a->admit, lane, now);
-    *measured = r > 0;
-    if (!(r > 0))
-        r = admit_throughput(a->admit, lane, now);
+    double r = admit_eta_rate(a->admit, lane, now, measured);
     pthread_mutex_unlock(&a->lock);
     return r;
 }

@@ -381,10 +381,8 @@ static void g_tick(struct sim *s)
     struct sched_stats ss;
     sched_stats(st->sched, &ss);
     if (st->adm) { /* batch ETAs at the measured rate, as gpuqd's tick does */
-        double r = admit_eta_rate(st->adm, SCHED_LANE_BATCH, ns(s->now));
-        bool measured = r > 0;
-        if (!measured)
-            r = admit_throughput(st->adm, SCHED_LANE_BATCH, ns(s->now));
+        bool measured;
+        double r = admit_eta_rate(st->adm, SCHED_LANE_BATCH, ns(s->now), &measured);
         sched_lane_rate(st->sched, SCHED_LANE_BATCH, r, measured);
     }
     if (any || ss.queued > 0)
