@@ -66,6 +66,7 @@ struct lane_state {
     double nominal;      /* GPU-seconds per second from the fleet */
     double acc;          /* decayed GPU-seconds delivered while busy */
     double busy;         /* decayed busy seconds */
+    double acc_f, busy_f; /* the same over one window (admit_eta_rate) */
     double busy_total;   /* busy seconds since the fleet's figure was set */
     int64_t clock_ns;
     int queued_jobs;
@@ -242,10 +243,12 @@ int admit_capacity(struct admit *a, enum sched_lane lane, double gpu_s_per_s, in
     struct lane_state *ls = &a->lanes[lane];
     /* The fleet changed: what was measured scales with it (the lane keeps
      * its measured share of the nominal figure). */
-    if (ls->nominal > 0)
+    if (ls->nominal > 0) {
         ls->acc *= gpu_s_per_s / ls->nominal;
-    else
-        ls->acc = ls->busy = ls->busy_total = 0;
+        ls->acc_f *= gpu_s_per_s / ls->nominal;
+    } else {
+        ls->acc = ls->busy = ls->busy_total = ls->acc_f = ls->busy_f = 0;
+    }
     ls->nominal = gpu_s_per_s;
     return 0;
 }
@@ -275,8 +278,19 @@ static double lane_sums(const struct lane_state *ls, double tau, int64_t now, do
     return ls->busy_total + dt;
 }
 
+/* lane_sums of the one-window pair (acc_f, busy_f). */
+static double lane_sums_fast(const struct lane_state *ls, double tau, int64_t now, double *acc,
+                             double *busy)
+{
+    struct lane_state f = *ls;
+    f.acc = ls->acc_f;
+    f.busy = ls->busy_f;
+    return lane_sums(&f, tau, now, acc, busy);
+}
+
 static void lane_advance(struct admit *a, struct lane_state *ls, int64_t now)
 {
+    lane_sums_fast(ls, a->p.throughput_tau_s, now, &ls->acc_f, &ls->busy_f);
     ls->busy_total = lane_sums(ls, tput_tau(a), now, &ls->acc, &ls->busy);
     if (now > ls->clock_ns)
         ls->clock_ns = now;
@@ -294,6 +308,23 @@ double admit_throughput(const struct admit *a, enum sched_lane lane, int64_t now
     if (total >= tau && acc > 0 && busy > 0)
         return acc / busy;
     return ls->nominal;
+}
+
+double admit_eta_rate(const struct admit *a, enum sched_lane lane, int64_t now, bool *measured)
+{
+    if (measured)
+        *measured = false;
+    if (!a || (lane != SCHED_LANE_INTERACTIVE && lane != SCHED_LANE_BATCH))
+        return 0;
+    const struct lane_state *ls = &a->lanes[lane];
+    double tau = a->p.throughput_tau_s, acc, busy;
+    double total = lane_sums_fast(ls, tau, now, &acc, &busy);
+    if (total >= tau && acc > 0 && busy > 0) {
+        if (measured)
+            *measured = true;
+        return acc / busy;
+    }
+    return admit_throughput(a, lane, now);
 }
 
 /* ---- pools and bookings ------------------------------------------------- */
@@ -807,8 +838,10 @@ void admit_ended(struct admit *a, const char *tenant, enum sched_lane lane,
     struct lane_state *ls = &a->lanes[lane];
     lane_advance(a, ls, now);
     /* Only work delivered while more waited tells what the lane can do. */
-    if (delivered_gpu_s > 0 && isfinite(delivered_gpu_s) && ls->queued_jobs > 0)
+    if (delivered_gpu_s > 0 && isfinite(delivered_gpu_s) && ls->queued_jobs > 0) {
         ls->acc += delivered_gpu_s;
+        ls->acc_f += delivered_gpu_s;
+    }
 }
 
 double admit_tenant_budget(const struct admit *a, const char *tenant, int64_t now)

@@ -216,6 +216,14 @@ void admit_ended(struct admit *a, const char *tenant, enum sched_lane lane,
 
 /* Throughput used for lane now (measured when established, else nominal). */
 double admit_throughput(const struct admit *a, enum sched_lane lane, int64_t now);
+/* The rate for ETAs (sched_lane_rate): what lane delivered while its work
+ * waited, over one throughput_tau_s of such time, once it has had work
+ * waiting that long (*measured true, when given); until then
+ * admit_throughput (*measured false). admit_throughput averages five
+ * windows so that a Retry-After minutes ahead holds; an ETA is read again
+ * on every look at the job, so it follows the interactive load beside batch
+ * within one. */
+double admit_eta_rate(const struct admit *a, enum sched_lane lane, int64_t now, bool *measured);
 /* Queued GPU-seconds: capability NULL = all, lane < 0 = both, tenant NULL = all. */
 double admit_backlog(const struct admit *a, const char *capability, int lane, const char *tenant);
 /* Calls fn for each (capability, lane, tenant) with queued work or jobs. */

@@ -5,8 +5,10 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/err.h"
 #include "core/sched_int.h"
 
@@ -174,4 +176,60 @@ bool sched_headroom_blocks(const struct sched *s, const struct sworker *w, int64
         }
     }
     return false;
+}
+
+static int quality_desc(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+double sched_headroom_batch_rate(const struct sched *s, int cap, double batch_job_s, int64_t now)
+{
+    if (!s || cap < 0 || cap >= s->ncaps)
+        return -1;
+    const struct scap *c = &s->caps[cap];
+    double a, svc;
+    int need = cap_headroom(s, c, now, &a, &svc);
+    if (need <= 0)
+        return -1;
+    /* As sched_headroom_blocks counts: the best `need` usable GPUs (never
+     * fewer than the reserved pool, never the last one) stay free of batch,
+     * and batch runs on the others at their speed. */
+    int usable = 0, reserved = 0;
+    double speed = 0;
+    double *q = xcalloc((size_t)(s->nworkers > 0 ? s->nworkers : 1), 2 * sizeof(double));
+    for (int i = 0; i < s->nworkers; i++) {
+        const struct sworker *m = s->workers[i];
+        if (!m->alive || sched_worker_cap_slot(m, cap) < 0 || !m->info.healthy ||
+            m->info.draining)
+            continue;
+        q[2 * usable] = quality(s, m);
+        q[2 * usable + 1] = sched_worker_speed(m);
+        usable++;
+        if (m->info.reserved)
+            reserved++;
+    }
+    if (need < reserved)
+        need = reserved;
+    if (need > usable - 1)
+        need = usable - 1;
+    qsort(q, (size_t)usable, 2 * sizeof(double), quality_desc);
+    for (int k = need > 0 ? need : 0; k < usable; k++)
+        speed += q[2 * k + 1];
+    free(q);
+    if (usable <= 0)
+        return -1;
+    /* The interactive jobs that find every headroom GPU busy (Erlang C: past
+     * preempt_after_s when preemption is on) run on batch's GPUs; with
+     * preemption, each throws away the batch job it stops, half of one on
+     * average. Batch never gets less than a tenth of its GPUs' speed here:
+     * the slots between still come its way. */
+    double t = s->cfg.preempt_after_s > 0 ? s->cfg.preempt_after_s : 0;
+    double over = need > 0 ? headroom_p_wait(need, a, svc, t) : 1;
+    double lost = over * a;
+    if (s->cfg.preempt_after_s > 0 && svc > 0 && batch_job_s > 0)
+        lost += over * (a / svc) * batch_job_s / 2;
+    double rate = speed - lost;
+    return rate > speed / 10 ? rate : speed / 10;
 }

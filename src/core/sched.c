@@ -1117,7 +1117,7 @@ static int eta_queued(struct sched *s, struct sjob *j, int64_t now, double *star
     int nslots = 0, cap_slots = 0;
     struct eta_slot *sl = NULL;
     bool warm = !j->spec.model[0];
-    double speed_sum = 0;
+    double speed_sum = 0, on_workers = 0;
     int nw = 0;
     bool *shares = xcalloc((size_t)(s->ncaps > 0 ? s->ncaps : 1), sizeof(bool));
     shares[j->cap] = true;
@@ -1150,6 +1150,18 @@ static int eta_queued(struct sched *s, struct sjob *j, int64_t now, double *star
         warm = warm || has;
         speed_sum += sp;
         nw++;
+        /* Batch work already on the worker goes before j too: at the lane's
+         * rate it counts beside the queued work (below). */
+        for (const struct sjob *p = w->placed_head; p; p = p->next)
+            if (p->spec.lane == SCHED_LANE_BATCH)
+                on_workers += p->cost_s;
+        for (const struct sjob *r = w->run_head; r; r = r->next) {
+            if (r->spec.lane != SCHED_LANE_BATCH)
+                continue;
+            double left_s = (double)(r->est_start_ns - now) / 1e9 + r->est_load_s + r->est_run_s;
+            if (left_s > 0)
+                on_workers += left_s * sp;
+        }
     }
     if (nslots == 0) {
         free(sl);
@@ -1176,9 +1188,20 @@ static int eta_queued(struct sched *s, struct sjob *j, int64_t now, double *star
     if (left > 0)
         t += left / rate;
     free(sl);
-    double lr = s->lane_rate[j->spec.lane];
-    if (j->spec.lane == SCHED_LANE_BATCH && lr > 0 && ahead / lr > t)
-        t = ahead / lr;
+    /* Batch drains no faster than the lane's rate: the water-filling above
+     * gives it every usable slot. Until that rate is measured, it is the
+     * lane's nominal one, and no more than the GPUs the interactive
+     * headroom leaves batch (a measured rate has the headroom in it). */
+    if (j->spec.lane == SCHED_LANE_BATCH) {
+        double lr = s->lane_rate[SCHED_LANE_BATCH];
+        if (!s->lane_measured[SCHED_LANE_BATCH]) {
+            double hr = sched_headroom_batch_rate(s, j->cap, j->cost_s, now);
+            if (hr > 0 && (!(lr > 0) || hr < lr))
+                lr = hr;
+        }
+        if (lr > 0 && (ahead + on_workers) / lr > t)
+            t = (ahead + on_workers) / lr;
+    }
     (void)warm; /* the load is in the slots' shift */
     double run = j->cost_s / (speed_sum / nw);
     *start_s = t > 0 ? t : 0;
@@ -1186,12 +1209,13 @@ static int eta_queued(struct sched *s, struct sjob *j, int64_t now, double *star
     return 0;
 }
 
-int sched_lane_rate(struct sched *s, enum sched_lane lane, double gpu_s_per_s)
+int sched_lane_rate(struct sched *s, enum sched_lane lane, double gpu_s_per_s, bool measured)
 {
     if (!s || (lane != SCHED_LANE_INTERACTIVE && lane != SCHED_LANE_BATCH) ||
         !(gpu_s_per_s >= 0) || !isfinite(gpu_s_per_s))
         return GPUQ_EINVAL;
     s->lane_rate[lane] = gpu_s_per_s;
+    s->lane_measured[lane] = measured && gpu_s_per_s > 0;
     return 0;
 }
 

@@ -258,12 +258,16 @@ int sched_job_eta(const struct sched *s, uint64_t job_id, int64_t now, double *s
  * nothing: callers may then run them concurrently under a shared lock.
  * sched_fresh is O(workers). */
 void sched_refresh(struct sched *s, int64_t now);
-/* sched_lane_rate: the GPU-seconds per second the caller measures a lane's
- * queued work to drain at (admission's throughput: core/admit.h), 0 = not
- * known. A batch job's ETA then assumes the work ahead of it drains no
+/* sched_lane_rate: the GPU-seconds per second a lane's queued work drains
+ * at, 0 = not known: measured (admission's admit_eta_rate: core/admit.h), or
+ * else the lane's nominal figure (measured false). A batch job's ETA then
+ * assumes the work ahead of it (queued ahead in dispatch order, and batch
+ * work already placed or running on the GPUs that could take it) drains no
  * faster: the slots of every usable GPU overstate batch's rate beside
- * interactive work, the reserved pool and its headroom. */
-int sched_lane_rate(struct sched *s, enum sched_lane lane, double gpu_s_per_s);
+ * interactive work, the reserved pool and its headroom. A nominal figure is
+ * further capped by the GPUs the interactive headroom leaves batch now
+ * (core/headroom.h), which a measured one already shows. */
+int sched_lane_rate(struct sched *s, enum sched_lane lane, double gpu_s_per_s, bool measured);
 bool sched_fresh(const struct sched *s);
 /* sched_job_parked: true when the job waits because no usable worker of its
  * capability can hold its model (every capable worker is gone, unhealthy,

@@ -144,9 +144,11 @@ struct sched {
     /* Why the interactive headroom last kept a batch job off a GPU (for the
      * explanation of a batch job no GPU took); "" when it did not. */
     char headroom_why[160];
-    /* The GPU-seconds per second a lane's queued work is measured to drain
-     * at (sched_lane_rate; 0 = not known): batch ETAs do not assume more. */
+    /* The GPU-seconds per second a lane's queued work drains at
+     * (sched_lane_rate; 0 = not known): batch ETAs do not assume more.
+     * Measured, or the lane's nominal figure (then the headroom caps it). */
     double lane_rate[2];
+    bool lane_measured[2];
 };
 
 int sched_model_index(struct sched *s, const char *name, int64_t vram_hint);
@@ -184,6 +186,15 @@ struct scap;
 void sched_headroom_note(struct sched *s, struct scap *c, double cost_s, int64_t now);
 bool sched_headroom_blocks(const struct sched *s, const struct sworker *w, int64_t now, char *why,
                            size_t n);
+/* sched_headroom_batch_rate: the GPU-seconds per second batch work of
+ * capability cap (jobs of batch_job_s) can have while the headroom rule
+ * holds now — the speeds of its usable GPUs but the best ones
+ * sched_headroom_blocks keeps free of batch, less the interactive work that
+ * overflows the headroom onto them and the batch work preempted for it; -1
+ * while cap has no headroom (no interactive load measured). A batch ETA
+ * assumes no more (sched.c: eta_queued): beside interactive work, the
+ * headroom, not the GPUs' count, sets batch's rate. */
+double sched_headroom_batch_rate(const struct sched *s, int cap, double batch_job_s, int64_t now);
 
 /* sched_score.c */
 /* sched_demand_note counts an arrival of cost_s nominal GPU-seconds in q. */

@@ -166,6 +166,15 @@ double admission_throughput(struct admission *a, enum sched_lane lane)
     return r;
 }
 
+double admission_eta_rate(struct admission *a, enum sched_lane lane, bool *measured)
+{
+    int64_t now = clock_mono_ns();
+    pthread_mutex_lock(&a->lock);
+    double r = admit_eta_rate(a->admit, lane, now, measured);
+    pthread_mutex_unlock(&a->lock);
+    return r;
+}
+
 void admission_capacity(struct admission *a, double interactive, double batch)
 {
     int64_t now = clock_mono_ns();

@@ -42,6 +42,8 @@ void admission_job_state(struct admission *a, uint64_t job_id, enum job_state st
 /* The throughput admission works with for a lane now (GPU-seconds per
  * second: measured while work waits, else nominal). */
 double admission_throughput(struct admission *a, enum sched_lane lane);
+/* The rate batch ETAs assume (sched_lane_rate): admit_eta_rate. */
+double admission_eta_rate(struct admission *a, enum sched_lane lane, bool *measured);
 /* The fleet's nominal throughput per lane (GPU-seconds per second). */
 void admission_capacity(struct admission *a, double interactive, double batch);
 

@@ -788,9 +788,11 @@ static void *dispatcher_main(void *arg)
         if (now >= d->next_tick_ns) {
             head_tick(d->h);
             tick_breakers(d, now);
-            if (d->h->admission)
-                sched_lane_rate(d->sched, SCHED_LANE_BATCH,
-                                admission_throughput(d->h->admission, SCHED_LANE_BATCH));
+            if (d->h->admission) {
+                bool measured;
+                double r = admission_eta_rate(d->h->admission, SCHED_LANE_BATCH, &measured);
+                sched_lane_rate(d->sched, SCHED_LANE_BATCH, r, measured);
+            }
             d->next_tick_ns = now + LIFECYCLE_TICK_NS;
         }
         int64_t t0 = clock_mono_ns();

@@ -382,9 +382,11 @@ static void g_tick(struct sim *s)
      * gpuqd's dispatcher does on its own tick. */
     struct sched_stats ss;
     sched_stats(st->sched, &ss);
-    if (st->adm) /* batch ETAs at the measured rate, as gpuqd's tick does */
-        sched_lane_rate(st->sched, SCHED_LANE_BATCH,
-                        admit_throughput(st->adm, SCHED_LANE_BATCH, ns(s->now)));
+    if (st->adm) { /* batch ETAs at the measured rate, as gpuqd's tick does */
+        bool measured;
+        double r = admit_eta_rate(st->adm, SCHED_LANE_BATCH, ns(s->now), &measured);
+        sched_lane_rate(st->sched, SCHED_LANE_BATCH, r, measured);
+    }
     if (any || ss.queued > 0)
         kick(s);
 }

@@ -10,7 +10,8 @@
  * interactive at the batch job's end); a refused batch's tokens and tags given
  * back (admit_undo); admit_room; rooms booked after the latest one by their
  * own drain time; a retry a hair before its time is on time; the measured
- * throughput (while work waits, over busy time). (Tier aging: test_sched's
+ * throughput (while work waits, over busy time); the rate for ETAs (one
+ * window) and a batch ETA beside the headroom. (Tier aging: test_sched's
  * test_queue_paid_first_free_not_starved.) */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -692,6 +693,74 @@ static void test_throughput_while_busy(void **state)
     admit_destroy(a);
 }
 
+/* The rate for ETAs follows what the lane delivers within one window of busy
+ * time, while admission's throughput (five windows) is still nominal:
+ * admission's (nominal) figure, not measured, before the lane has had work
+ * waiting a window; then 2 GPU-s/s delivered reads 2, and a drop to 1 reads
+ * about 1 three windows later. */
+static void test_eta_rate_follows_within_a_window(void **state)
+{
+    (void)state;
+    struct admit_policy p;
+    admit_policy_defaults(&p);
+    p.throughput_tau_s = 10;
+    struct admit *a = admit_create(&p);
+    enum sched_lane B = SCHED_LANE_BATCH;
+    admit_capacity(a, B, 4, 0);
+    struct admit_request r = req("t", B, 2, 0);
+    admit_accept(a, &r, 0, NULL); /* one job waits throughout */
+    bool measured = true;
+    for (int t = 1; t <= 30; t++) {
+        if (t == 9) { /* busy 9 s < 10: admission's figure, nominal */
+            assert_float_equal(admit_eta_rate(a, B, S(t), &measured), 4, 1e-12);
+            assert_false(measured);
+        }
+        admit_ended(a, "t", B, 2, S(t));
+    }
+    assert_float_equal(admit_eta_rate(a, B, S(30), &measured), 2, 0.2);
+    assert_true(measured);
+    assert_float_equal(admit_throughput(a, B, S(30)), 4, 1e-9); /* busy 30 s: nominal */
+    for (int t = 31; t <= 60; t++)
+        admit_ended(a, "t", B, 1, S(t));
+    assert_float_equal(admit_eta_rate(a, B, S(60), NULL), 1, 0.12);
+    assert_true(admit_throughput(a, B, S(60)) > 1.25); /* five windows still remember 2 */
+    admit_destroy(a);
+}
+
+/* A batch job's ETA while the lane's rate is only nominal: no faster than
+ * the GPUs the interactive headroom leaves batch (the speeds of all but the
+ * `need` best, less the interactive work that finds those busy: Erlang C),
+ * though the nominal figure and the free slots say all 8 GPUs; a measured
+ * rate is taken as it is (the headroom is in it). */
+static void test_batch_eta_beside_the_headroom(void **state)
+{
+    (void)state;
+    int64_t now;
+    struct sched *s = busy_interactive(8, &now);
+    struct headroom_figures hf;
+    assert_int_equal(sched_headroom_get(s, "image.fast", now, &hf), 0);
+    int need = hf.gpus;
+    assert_true(need >= 4 && need < 8);
+    double batch_rate = 0;
+    for (int i = need; i < 8; i++)
+        batch_rate += 1.0 - 0.01 * i; /* g0 is best: the slowest stay batch's */
+    /* less the interactive work that finds the `need` busy (no preemption) */
+    batch_rate -= headroom_p_wait(need, hf.erlangs, hf.service_s, 0) * hf.erlangs;
+    assert_true(batch_rate > 1 && batch_rate < 4);
+    for (uint64_t id = 1; id <= 40; id++)
+        add_job(s, id, SCHED_LANE_BATCH, 0, now);
+    sched_dispatch(s, now, NULL, NULL);
+    assert_int_equal(sched_lane_rate(s, SCHED_LANE_BATCH, 8, false), 0);
+    double st, fin;
+    assert_int_equal(sched_job_eta(s, 40, now, &st, &fin), 0);
+    /* 39 jobs of 1 GPU-s go first (queued, or placed on the batch GPUs) */
+    assert_true(st >= 38 / batch_rate && st <= 40 / batch_rate);
+    assert_int_equal(sched_lane_rate(s, SCHED_LANE_BATCH, 8, true), 0);
+    assert_int_equal(sched_job_eta(s, 40, now, &st, &fin), 0);
+    assert_true(st < 39 / 7.0); /* every slot, at the measured 8 GPU-s/s */
+    sched_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -709,6 +778,8 @@ int main(void)
         cmocka_unit_test(test_rooms_spaced_after_the_latest),
         cmocka_unit_test(test_retry_on_time_within_a_millisecond),
         cmocka_unit_test(test_throughput_while_busy),
+        cmocka_unit_test(test_eta_rate_follows_within_a_window),
+        cmocka_unit_test(test_batch_eta_beside_the_headroom),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

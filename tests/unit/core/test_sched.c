@@ -1354,13 +1354,13 @@ static void test_batch_eta_at_measured_lane_rate(void **state)
     assert_int_equal(sched_job_eta(s, 11, 0, &st0, &fin0), 0);
     assert_int_equal(sched_job_eta(s, 20, 0, &ist0, &ifin0), 0);
     assert_true(st0 > 20 && st0 < 30);
-    assert_int_equal(sched_lane_rate(s, SCHED_LANE_BATCH, 0.5), 0);
+    assert_int_equal(sched_lane_rate(s, SCHED_LANE_BATCH, 0.5, true), 0);
     double st1, fin1, ist1, ifin1;
     assert_int_equal(sched_job_eta(s, 11, 0, &st1, &fin1), 0);
     assert_int_equal(sched_job_eta(s, 20, 0, &ist1, &ifin1), 0);
     assert_true(st1 > 50 && st1 < 60); /* 11 x 2.5 GPU-s ahead (the interactive job first) */
     assert_float_equal(ist1, ist0, 1e-9);
-    assert_int_equal(sched_lane_rate(s, SCHED_LANE_BATCH, -1), GPUQ_EINVAL);
+    assert_int_equal(sched_lane_rate(s, SCHED_LANE_BATCH, -1, true), GPUQ_EINVAL);
     sched_destroy(s);
 }
 
