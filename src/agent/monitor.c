@@ -249,7 +249,7 @@ static void do_register(struct agent *a, struct worker *w, struct http_client *h
         json_t *bhb = json_object_get(answer, "busy_heartbeat_ms");
         pthread_mutex_lock(&a->mu);
         a->cfg.busy_heartbeat_ms =
-            json_is_integer(bhb) && json_integer_value(bhb) >= 50 &&
+            json_is_integer(bhb) && json_integer_value(bhb) >= 20 &&
                     json_integer_value(bhb) <= 600000
                 ? (int)json_integer_value(bhb)
                 : 0;
