@@ -412,6 +412,30 @@ static bool batch_blocked(struct sched *s, const struct sworker *w, const struct
     return sched_headroom_blocks(s, w, now, s->headroom_why, sizeof(s->headroom_why));
 }
 
+/* Rule 12: no job pushes out the last resident copy of a scarce model in
+ * demand (rule 11's) when it has GPUs of its own that the scarce model
+ * cannot use — not even a starving batch job, which rule 11 lets through:
+ * the scarce model's jobs would all wait behind its run and a reload
+ * (15-20 s for llm-70b on zoo-nofit), while the job itself can wait for a
+ * GPU the scarce model cannot use. In a per-job trace of zoo-nofit seed 1,
+ * chat.large's slowest jobs waited 60-76 s while starving video ran on all
+ * four GPUs that can hold llm-70b, then reloaded it. A job whose model has
+ * no more homes than the victim (it may have nowhere else) is not held by
+ * it. Reads what the workers report loaded: one pass over the workers, paid
+ * only where a load would push out a scarce model in demand. */
+static bool resident_elsewhere(const struct sched *s, int model, const struct sworker *w)
+{
+    for (int i = 0; i < s->nworkers; i++) {
+        const struct sworker *o = s->workers[i];
+        if (o == w || !o->alive || !o->info.healthy || o->info.draining)
+            continue;
+        for (int k = 0; k < o->info.nloaded; k++)
+            if (o->loaded_model[k] == model)
+                return true;
+    }
+    return false;
+}
+
 int sched_score_one(struct sched *s, struct sworker *w, const struct sjob *j, int64_t now,
                     struct sched_candidate *c)
 {
@@ -447,7 +471,10 @@ int sched_score_one(struct sched *s, struct sworker *w, const struct sjob *j, in
         for (int k = 0; k < nv; k++) {
             int victim = w->proj_model[victims[k]];
             double e = eviction_cost(s, victim, j->model, c->run_s, worker_speed(w), now);
-            if (e > 0 && !may_push_scarce && model_scarcity(s, victim) >= SCARCE_HOMES)
+            if (e > 0 && model_scarcity(s, victim) >= SCARCE_HOMES &&
+                (!may_push_scarce ||
+                  (model_scarcity(s, j->model) < model_scarcity(s, victim) &&
+                  !resident_elsewhere(s, victim, w))))
                 return SCORE_F_BUSY;
             c->evict_penalty_s += e;
         }
