@@ -1537,6 +1537,56 @@ static void test_starving_batch_leaves_a_scarce_model_one_home(void **state)
     sched_destroy(s);
 }
 
+/* Rule 13: a batch job that would miss its objective by waiting longer goes
+ * with the interactive lane. One GPU holds image-v2 and rembg and runs image
+ * jobs (2.5 s) back to back; a batch rembg job (0.5 s, objective 3 s) waits
+ * while image jobs are placed. At 2 s (2 + 0.5 > 0.75 x 3) it queues on the
+ * GPU like an interactive job, behind the image job placed before it and
+ * ahead of the one submitted after, and starts second. Without the rule it
+ * starts only once no image job is placed there. */
+static void test_urgent_batch_job_goes_with_the_interactive_lane(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    assert_int_equal(sched_cap_slo(s, "rembg", 3), 0);
+    assert_int_equal(sched_cap_slo(s, "image.fast", 10), 0);
+    struct worker_info w;
+    mk_worker(&w, "gpu0", 65536);
+    load(&w, "image-v2", 22528);
+    load(&w, "rembg", 1536);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    struct rec r = {0};
+    uint64_t id;
+    add(s, 1, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    assert_int_equal(id, 1);
+    struct job_spec j;
+    mk_job(&j, 2, "rembg", "rembg", 1);
+    j.lane = SCHED_LANE_BATCH;
+    j.submit_ns = 0;
+    assert_int_equal(sched_job_add(s, &j, 0), 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 0);
+    add(s, 3, "image.fast", "image-v2", 1, S(1));
+    assert_int_equal(sched_dispatch(s, S(1), on_placed, &r), 1);
+    assert_int_equal(r.job, 3);
+    assert_int_equal(sched_dispatch(s, S(1.5), on_placed, &r), 0); /* not urgent yet */
+    assert_int_equal(sched_dispatch(s, S(2), on_placed, &r), 1);
+    assert_int_equal(r.job, 2);
+    assert_string_equal(r.worker, "gpu0");
+    add(s, 4, "image.fast", "image-v2", 1, S(3.5));
+    assert_int_equal(sched_dispatch(s, S(3.5), on_placed, &r), 0); /* the GPU's queue is full */
+    assert_int_equal(sched_job_finished(s, 1, true, 0, S(4), S(4)), 0);
+    assert_int_equal(sched_take(s, "gpu0", S(4), &id), 0);
+    assert_int_equal(id, 3);
+    assert_int_equal(sched_dispatch(s, S(4), on_placed, &r), 1);
+    assert_int_equal(r.job, 4);
+    assert_int_equal(sched_job_finished(s, 3, true, 0, S(2.5), S(6.5)), 0);
+    assert_int_equal(sched_take(s, "gpu0", S(6.5), &id), 0);
+    assert_int_equal(id, 2);
+    sched_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1574,6 +1624,7 @@ int main(void)
         cmocka_unit_test(test_starving_batch_job_passes_the_headroom),
         cmocka_unit_test(test_batch_leaves_a_scarce_model_in_demand),
         cmocka_unit_test(test_starving_batch_leaves_a_scarce_model_one_home),
+        cmocka_unit_test(test_urgent_batch_job_goes_with_the_interactive_lane),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
