@@ -410,8 +410,8 @@ bool sched_batch_urgent(const struct sched *s, const struct sjob *j, int64_t now
  * (the jobs queued behind it wait at most that); a longer one is ordered
  * with the interactive lane but still starts only on a free slot. On
  * zoo-nofit urgent video (60 s) queued in front of image jobs: every
- * interactive model's p99 rose (the within-bound count fell from 9-10 to
- * 5-8 of 10 seeds for 9 of them). */
+ * interactive model's p99 rose (the within-bound count fell from 7-10 to
+ * 5-8 of 10 seeds for all 9 short ones). */
 static bool urgent_queues(const struct sched *s, const struct sjob *j, int64_t now)
 {
     if (!sched_batch_urgent(s, j, now))
