@@ -8,8 +8,9 @@
  * when they must, jobs that start now on an idle cold GPU rather than
  * wait within as long again, jobs with a latency objective that wait for
  * their model's GPU while that keeps them in time, batch jobs that starve
- * behind the interactive headroom, and batch jobs that leave a model few
- * GPUs can hold to its jobs. */
+ * behind the interactive headroom, batch jobs that leave a model few
+ * GPUs can hold to its jobs (and its last copy even when starving), and
+ * batch jobs near their objective that go with the interactive lane. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1587,6 +1588,55 @@ static void test_urgent_batch_job_goes_with_the_interactive_lane(void **state)
     sched_destroy(s);
 }
 
+/* Rule 13, on a busy GPU: an urgent batch job does not queue where it would
+ * take the slot of a scarce model in demand. gpu0 (64 GB) is the only GPU
+ * that can hold video, and holds it with rembg and image-v2; gpu1 (24 GB)
+ * holds image-v2; both run image jobs. An urgent batch rembg job would
+ * finish sooner behind gpu0's job (warm) than behind gpu1's (a 1.5 s load),
+ * but queues on gpu1: rembg fits both GPUs, video only gpu0. Without the
+ * rule it queues on gpu0. */
+static void test_urgent_batch_job_leaves_a_scarce_models_gpu(void **state)
+{
+    (void)state;
+    struct sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.queue_depth = 2;
+    cfg.headroom_window_s = 100000; /* video's demand does not fade here */
+    struct sched *s = mk_sched_cfg(&cfg);
+    assert_int_equal(sched_cap_slo(s, "rembg", 3), 0);
+    assert_int_equal(sched_cap_slo(s, "image.fast", 10), 0);
+    struct worker_info w;
+    mk_worker(&w, "gpu0", 65536);
+    load(&w, "video", 28672);
+    load(&w, "rembg", 1536);
+    load(&w, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    mk_worker(&w, "gpu1", 24576);
+    load(&w, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    struct rec r = {0};
+    uint64_t id;
+    add(s, 100, "video", "video", 1, 0); /* video is asked for */
+    assert_int_equal(sched_job_cancel(s, 100, 0), 0);
+    add(s, 1, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_int_equal(sched_take(s, r.worker, 0, &id), 0);
+    add(s, 3, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_int_equal(sched_take(s, r.worker, 0, &id), 0);
+    struct job_spec j;
+    mk_job(&j, 2, "rembg", "rembg", 1);
+    j.lane = SCHED_LANE_BATCH;
+    j.submit_ns = 0;
+    assert_int_equal(sched_job_add(s, &j, 0), 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 0);
+    assert_int_equal(sched_dispatch(s, S(2), on_placed, &r), 1);
+    assert_int_equal(r.job, 2);
+    assert_string_equal(r.worker, "gpu1");
+    assert_false(r.why.cand[0].warm);
+    sched_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1625,6 +1675,7 @@ int main(void)
         cmocka_unit_test(test_batch_leaves_a_scarce_model_in_demand),
         cmocka_unit_test(test_starving_batch_leaves_a_scarce_model_one_home),
         cmocka_unit_test(test_urgent_batch_job_goes_with_the_interactive_lane),
+        cmocka_unit_test(test_urgent_batch_job_leaves_a_scarce_models_gpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
