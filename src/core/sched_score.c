@@ -539,7 +539,7 @@ int sched_score_one(struct sched *s, struct sworker *w, const struct sjob *j, in
             double e = eviction_cost(s, victim, j->model, c->run_s, worker_speed(w), now);
             if (e > 0 && model_scarcity(s, victim) >= SCARCE_HOMES &&
                 (!may_push_scarce ||
-                  (model_scarcity(s, j->model) < model_scarcity(s, victim) &&
+                 (model_scarcity(s, j->model) < model_scarcity(s, victim) &&
                   !resident_elsewhere(s, victim, w))))
                 return SCORE_F_BUSY;
             c->evict_penalty_s += e;
