@@ -396,15 +396,17 @@ static void placed_unlink(struct sched *s, struct sjob *j)
     sched_worker_sync_open(s, w);
 }
 
-/* Appends j to w's placed jobs — an interactive job ahead of every batch job
- * placed there (none of them has started), so it never waits behind one. */
+/* Appends j to w's placed jobs — an interactive job (or an urgent batch
+ * one, rule 13) ahead of every other batch job placed there (none of them
+ * has started), so it never waits behind one. */
 static void placed_append(struct sched *s, struct sworker *w, struct sjob *j)
 {
     j->w = w;
     j->state = SJOB_PLACED;
     struct sjob *after = w->placed_tail;
-    if (j->spec.lane == SCHED_LANE_INTERACTIVE)
-        while (after && after->spec.lane == SCHED_LANE_BATCH)
+    if (j->spec.lane == SCHED_LANE_INTERACTIVE || sched_batch_urgent(s, j, s->now))
+        while (after && after->spec.lane == SCHED_LANE_BATCH &&
+               !sched_batch_urgent(s, after, s->now))
             after = after->prev;
     j->prev = after;
     j->next = after ? after->next : w->placed_head;
@@ -750,8 +752,10 @@ int sched_job_add(struct sched *s, const struct job_spec *spec, int64_t now)
     j->cost_s = estimator_run_s(s->est, j->model, -1, j->work);
     sched_demand_note(s, &s->queues[j->qix], j->cost_s, now);
     s->backlog_s += j->cost_s;
-    if (j->spec.lane == SCHED_LANE_INTERACTIVE)
+    if (j->spec.lane == SCHED_LANE_INTERACTIVE) {
         sched_headroom_note(s, &s->caps[j->cap], j->cost_s, now);
+        s->caps[j->cap].interactive = true;
+    }
     hashmap_put_u64(&s->jobs, j->spec.id, j);
     queue_job(s, j, false);
     return 0;
@@ -969,6 +973,28 @@ int sched_bind_front(struct sched *s, struct sjob *j, struct sworker *w, int64_t
     return 0;
 }
 
+/* Dispatch order across queue heads: lane (an urgent batch job counts as
+ * interactive, rule 13), tier, order key — across real lanes, submission
+ * (a batch job's order key may be a fair-queuing tag). */
+static bool dispatch_before(const struct sched *s, const struct sjob *h, const struct sjob *b,
+                            int64_t now)
+{
+    int hl = sched_batch_urgent(s, h, now) ? SCHED_LANE_INTERACTIVE : (int)h->spec.lane;
+    int bl = sched_batch_urgent(s, b, now) ? SCHED_LANE_INTERACTIVE : (int)b->spec.lane;
+    if (hl != bl)
+        return hl < bl;
+    if (h->spec.tier != b->spec.tier)
+        return h->spec.tier < b->spec.tier;
+    int64_t ho = sjob_order(h), bo = sjob_order(b);
+    if (h->spec.lane != b->spec.lane) {
+        ho = h->spec.submit_ns;
+        bo = b->spec.submit_ns;
+    }
+    if (ho != bo)
+        return ho < bo;
+    return h->spec.id < b->spec.id;
+}
+
 int sched_dispatch(struct sched *s, int64_t now,
                    void (*placed)(uint64_t job_id, const char *worker_id,
                                   const struct sched_explain *why, void *arg),
@@ -1014,11 +1040,7 @@ int sched_dispatch(struct sched *s, int64_t now,
                 blocked[k] = true;
                 continue;
             }
-            if (!best || h->spec.lane < best->spec.lane ||
-                (h->spec.lane == best->spec.lane && h->spec.tier < best->spec.tier) ||
-                (h->spec.lane == best->spec.lane && h->spec.tier == best->spec.tier &&
-                 (sjob_order(h) < sjob_order(best) ||
-                  (sjob_order(h) == sjob_order(best) && h->spec.id < best->spec.id))))
+            if (!best || dispatch_before(s, h, best, now))
                 best = h;
         }
         if (!best)

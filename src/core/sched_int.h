@@ -68,6 +68,7 @@ struct scap {
     int occupied;
     int max_gpus; /* fan-out cap, 0 = none */
     double slo_s; /* latency objective, submit to finish; 0 = none */
+    bool interactive; /* an interactive job was ever submitted to it (rule 13) */
     bool paused;  /* by an admin: its queued jobs are not placed */
     /* Interactive arrivals (core/headroom.h): count and nominal GPU-seconds,
      * decayed over cfg.headroom_window_s, as of ia_ns. */
@@ -223,6 +224,12 @@ int sched_score_one(struct sched *s, struct sworker *w, const struct sjob *j, in
 /* true when a ranks before b (lower completion time, then load ratio, speed, order). */
 bool sched_cand_better(const struct sched_candidate *a, uint64_t aseq,
                        const struct sched_candidate *b, uint64_t bseq);
+/* sched_batch_urgent: j is a batch job that would miss its capability's
+ * objective by waiting longer (rule 13): dispatch orders it with the
+ * interactive lane by submission, and it queues on a GPU like an
+ * interactive job. */
+bool sched_batch_urgent(const struct sched *s, const struct sjob *j, int64_t now);
+
 /* sched_decide: the best open worker for j, with the explanation in why; NULL
  * when none can take it now. */
 struct sworker *sched_decide(struct sched *s, struct sjob *j, int64_t now,

@@ -8,8 +8,9 @@
  * when they must, jobs that start now on an idle cold GPU rather than
  * wait within as long again, jobs with a latency objective that wait for
  * their model's GPU while that keeps them in time, batch jobs that starve
- * behind the interactive headroom, and batch jobs that leave a model few
- * GPUs can hold to its jobs. */
+ * behind the interactive headroom, batch jobs that leave a model few
+ * GPUs can hold to its jobs (and its last copy even when starving), and
+ * batch jobs near their objective that go with the interactive lane. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1439,11 +1440,65 @@ static void test_starving_batch_job_passes_the_headroom(void **state)
 }
 
 /* A batch job does not push out a model in demand that few GPUs can hold.
- * gpu0 (32 GB) is the only GPU that can hold video, and holds it; gpu1
- * (24 GB) runs an image job. A batch image-hq job (6 s) would have to evict
- * video from gpu0: it waits instead — until it starves (over 12 s), when it
- * loads there. Without the rule it would evict video at once. */
+ * gpu0 and gpu2 (32 GB) are the only GPUs of four that can hold video, and
+ * hold it; gpu1 and gpu3 (24 GB) run image jobs. A batch image-hq job (6 s)
+ * would have to evict video from gpu0: it waits instead — until it starves
+ * (over 12 s), when it loads there (video stays on gpu2, rule 12). Without
+ * the rule it would evict video at once. */
 static void test_batch_leaves_a_scarce_model_in_demand(void **state)
+{
+    (void)state;
+    struct sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.headroom_window_s = 100000; /* video's demand does not fade here */
+    struct sched *s = mk_sched_cfg(&cfg);
+    struct worker_info w;
+    for (int i = 0; i < 4; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "gpu%d", i);
+        mk_worker(&w, id, i % 2 == 0 ? 32768 : 24576);
+        if (i % 2 == 0)
+            load(&w, "video", 28672);
+        else
+            load(&w, "image-v2", 22528);
+        assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    }
+    struct rec r = {0};
+    uint64_t id;
+    add(s, 100, "video", "video", 1, 0); /* video is asked for */
+    assert_int_equal(sched_job_cancel(s, 100, 0), 0);
+    add(s, 1, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu1");
+    assert_int_equal(sched_take(s, "gpu1", 0, &id), 0);
+    add(s, 3, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu3");
+    assert_int_equal(sched_take(s, "gpu3", 0, &id), 0);
+    struct job_spec j;
+    mk_job(&j, 2, "image.hq", "image-hq", 1);
+    j.width = 1024;
+    j.height = 1024;
+    j.steps = 30;
+    j.lane = SCHED_LANE_BATCH;
+    j.submit_ns = 0;
+    assert_int_equal(sched_job_add(s, &j, 0), 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 0);
+    assert_int_equal(sched_dispatch(s, S(11), on_placed, &r), 0);
+    assert_int_equal(sched_dispatch(s, S(13), on_placed, &r), 1);
+    assert_int_equal(r.job, 2);
+    assert_string_equal(r.worker, "gpu0");
+    assert_int_equal(r.why.cand[0].evictions, 1);
+    assert_non_null(strstr(r.why.reason, "starving"));
+    sched_destroy(s);
+}
+
+/* Rule 12: a starving batch job still leaves a scarce model in demand one
+ * home. gpu0 (32 GB) is the only GPU that can hold video, and holds it;
+ * gpu1 (24 GB) runs an image job. A batch image-hq job that starves (over
+ * 12 s) does not evict video from gpu0, its last home: it waits for gpu1.
+ * Without the rule it would load on gpu0 at 13 s. */
+static void test_starving_batch_leaves_a_scarce_model_one_home(void **state)
 {
     (void)state;
     struct sched_config cfg;
@@ -1473,13 +1528,112 @@ static void test_batch_leaves_a_scarce_model_in_demand(void **state)
     j.lane = SCHED_LANE_BATCH;
     j.submit_ns = 0;
     assert_int_equal(sched_job_add(s, &j, 0), 0);
+    assert_int_equal(sched_dispatch(s, S(13), on_placed, &r), 0);
+    assert_int_equal(sched_dispatch(s, S(20), on_placed, &r), 0);
+    assert_int_equal(sched_job_finished(s, 1, true, 0, S(21), S(21)), 0);
+    assert_int_equal(sched_dispatch(s, S(21), on_placed, &r), 1);
+    assert_int_equal(r.job, 2);
+    assert_string_equal(r.worker, "gpu1");
+    assert_non_null(strstr(r.why.reason, "starving"));
+    sched_destroy(s);
+}
+
+/* Rule 13: a batch job that would miss its objective by waiting longer goes
+ * with the interactive lane. One GPU holds image-v2 and rembg and runs image
+ * jobs (2.5 s) back to back; a batch rembg job (0.5 s, objective 3 s) waits
+ * while image jobs are placed. At 2 s (2 + 0.5 > 0.75 x 3) it queues on the
+ * GPU like an interactive job, behind the image job placed before it and
+ * ahead of the one submitted after, and starts second. Without the rule it
+ * starts only once no image job is placed there. */
+static void test_urgent_batch_job_goes_with_the_interactive_lane(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    assert_int_equal(sched_cap_slo(s, "rembg", 3), 0);
+    assert_int_equal(sched_cap_slo(s, "image.fast", 10), 0);
+    struct worker_info w;
+    mk_worker(&w, "gpu0", 65536);
+    load(&w, "image-v2", 22528);
+    load(&w, "rembg", 1536);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    struct rec r = {0};
+    uint64_t id;
+    add(s, 1, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    assert_int_equal(id, 1);
+    struct job_spec j;
+    mk_job(&j, 2, "rembg", "rembg", 1);
+    j.lane = SCHED_LANE_BATCH;
+    j.submit_ns = 0;
+    assert_int_equal(sched_job_add(s, &j, 0), 0);
     assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 0);
-    assert_int_equal(sched_dispatch(s, S(11), on_placed, &r), 0);
-    assert_int_equal(sched_dispatch(s, S(13), on_placed, &r), 1);
+    add(s, 3, "image.fast", "image-v2", 1, S(1));
+    assert_int_equal(sched_dispatch(s, S(1), on_placed, &r), 1);
+    assert_int_equal(r.job, 3);
+    assert_int_equal(sched_dispatch(s, S(1.5), on_placed, &r), 0); /* not urgent yet */
+    assert_int_equal(sched_dispatch(s, S(2), on_placed, &r), 1);
     assert_int_equal(r.job, 2);
     assert_string_equal(r.worker, "gpu0");
-    assert_int_equal(r.why.cand[0].evictions, 1);
-    assert_non_null(strstr(r.why.reason, "starving"));
+    add(s, 4, "image.fast", "image-v2", 1, S(3.5));
+    assert_int_equal(sched_dispatch(s, S(3.5), on_placed, &r), 0); /* the GPU's queue is full */
+    assert_int_equal(sched_job_finished(s, 1, true, 0, S(4), S(4)), 0);
+    assert_int_equal(sched_take(s, "gpu0", S(4), &id), 0);
+    assert_int_equal(id, 3);
+    assert_int_equal(sched_dispatch(s, S(4), on_placed, &r), 1);
+    assert_int_equal(r.job, 4);
+    assert_int_equal(sched_job_finished(s, 3, true, 0, S(2.5), S(6.5)), 0);
+    assert_int_equal(sched_take(s, "gpu0", S(6.5), &id), 0);
+    assert_int_equal(id, 2);
+    sched_destroy(s);
+}
+
+/* Rule 13, on a busy GPU: an urgent batch job does not queue where it would
+ * take the slot of a scarce model in demand. gpu0 (64 GB) is the only GPU
+ * that can hold video, and holds it with rembg and image-v2; gpu1 (24 GB)
+ * holds image-v2; both run image jobs. An urgent batch rembg job would
+ * finish sooner behind gpu0's job (warm) than behind gpu1's (a 1.5 s load),
+ * but queues on gpu1: rembg fits both GPUs, video only gpu0. Without the
+ * rule it queues on gpu0. */
+static void test_urgent_batch_job_leaves_a_scarce_models_gpu(void **state)
+{
+    (void)state;
+    struct sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.queue_depth = 2;
+    cfg.headroom_window_s = 100000; /* video's demand does not fade here */
+    struct sched *s = mk_sched_cfg(&cfg);
+    assert_int_equal(sched_cap_slo(s, "rembg", 3), 0);
+    assert_int_equal(sched_cap_slo(s, "image.fast", 10), 0);
+    struct worker_info w;
+    mk_worker(&w, "gpu0", 65536);
+    load(&w, "video", 28672);
+    load(&w, "rembg", 1536);
+    load(&w, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    mk_worker(&w, "gpu1", 24576);
+    load(&w, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    struct rec r = {0};
+    uint64_t id;
+    add(s, 100, "video", "video", 1, 0); /* video is asked for */
+    assert_int_equal(sched_job_cancel(s, 100, 0), 0);
+    add(s, 1, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_int_equal(sched_take(s, r.worker, 0, &id), 0);
+    add(s, 3, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_int_equal(sched_take(s, r.worker, 0, &id), 0);
+    struct job_spec j;
+    mk_job(&j, 2, "rembg", "rembg", 1);
+    j.lane = SCHED_LANE_BATCH;
+    j.submit_ns = 0;
+    assert_int_equal(sched_job_add(s, &j, 0), 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 0);
+    assert_int_equal(sched_dispatch(s, S(2), on_placed, &r), 1);
+    assert_int_equal(r.job, 2);
+    assert_string_equal(r.worker, "gpu1");
+    assert_false(r.why.cand[0].warm);
     sched_destroy(s);
 }
 
@@ -1519,6 +1673,9 @@ int main(void)
         cmocka_unit_test(test_batch_eta_at_measured_lane_rate),
         cmocka_unit_test(test_starving_batch_job_passes_the_headroom),
         cmocka_unit_test(test_batch_leaves_a_scarce_model_in_demand),
+        cmocka_unit_test(test_starving_batch_leaves_a_scarce_model_one_home),
+        cmocka_unit_test(test_urgent_batch_job_goes_with_the_interactive_lane),
+        cmocka_unit_test(test_urgent_batch_job_leaves_a_scarce_models_gpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
