@@ -124,6 +124,26 @@ static void add(struct sched *s, uint64_t id, const char *cap, const char *model
     assert_int_equal(sched_job_add(s, &j, now), 0);
 }
 
+/* Video is asked for (a job comes and goes), so its model is in demand. */
+static void ask_for_video(struct sched *s)
+{
+    add(s, 100, "video", "video", 1, 0);
+    assert_int_equal(sched_job_cancel(s, 100, 0), 0);
+}
+
+/* A 6 s batch image-hq job (1024x1024, 30 steps) submitted at 0. */
+static void add_batch_hq(struct sched *s, uint64_t id)
+{
+    struct job_spec j;
+    mk_job(&j, id, "image.hq", "image-hq", 1);
+    j.width = 1024;
+    j.height = 1024;
+    j.steps = 30;
+    j.lane = SCHED_LANE_BATCH;
+    j.submit_ns = 0;
+    assert_int_equal(sched_job_add(s, &j, 0), 0);
+}
+
 static const struct sched_candidate *cand_of(const struct sched_explain *why, const char *id)
 {
     for (int i = 0; i < why->nkept; i++)
@@ -1465,8 +1485,7 @@ static void test_batch_leaves_a_scarce_model_in_demand(void **state)
     }
     struct rec r = {0};
     uint64_t id;
-    add(s, 100, "video", "video", 1, 0); /* video is asked for */
-    assert_int_equal(sched_job_cancel(s, 100, 0), 0);
+    ask_for_video(s);
     add(s, 1, "image.fast", "image-v2", 1, 0);
     assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
     assert_string_equal(r.worker, "gpu1");
@@ -1475,14 +1494,7 @@ static void test_batch_leaves_a_scarce_model_in_demand(void **state)
     assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
     assert_string_equal(r.worker, "gpu3");
     assert_int_equal(sched_take(s, "gpu3", 0, &id), 0);
-    struct job_spec j;
-    mk_job(&j, 2, "image.hq", "image-hq", 1);
-    j.width = 1024;
-    j.height = 1024;
-    j.steps = 30;
-    j.lane = SCHED_LANE_BATCH;
-    j.submit_ns = 0;
-    assert_int_equal(sched_job_add(s, &j, 0), 0);
+    add_batch_hq(s, 2);
     assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 0);
     assert_int_equal(sched_dispatch(s, S(11), on_placed, &r), 0);
     assert_int_equal(sched_dispatch(s, S(13), on_placed, &r), 1);
@@ -1514,20 +1526,12 @@ static void test_starving_batch_leaves_a_scarce_model_one_home(void **state)
     assert_int_equal(sched_worker_update(s, &w, 0), 0);
     struct rec r = {0};
     uint64_t id;
-    add(s, 100, "video", "video", 1, 0); /* video is asked for */
-    assert_int_equal(sched_job_cancel(s, 100, 0), 0);
+    ask_for_video(s);
     add(s, 1, "image.fast", "image-v2", 1, 0);
     assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
     assert_string_equal(r.worker, "gpu1");
     assert_int_equal(sched_take(s, "gpu1", 0, &id), 0);
-    struct job_spec j;
-    mk_job(&j, 2, "image.hq", "image-hq", 1);
-    j.width = 1024;
-    j.height = 1024;
-    j.steps = 30;
-    j.lane = SCHED_LANE_BATCH;
-    j.submit_ns = 0;
-    assert_int_equal(sched_job_add(s, &j, 0), 0);
+    add_batch_hq(s, 2);
     assert_int_equal(sched_dispatch(s, S(13), on_placed, &r), 0);
     assert_int_equal(sched_dispatch(s, S(20), on_placed, &r), 0);
     assert_int_equal(sched_job_finished(s, 1, true, 0, S(21), S(21)), 0);
@@ -1616,8 +1620,7 @@ static void test_urgent_batch_job_leaves_a_scarce_models_gpu(void **state)
     assert_int_equal(sched_worker_update(s, &w, 0), 0);
     struct rec r = {0};
     uint64_t id;
-    add(s, 100, "video", "video", 1, 0); /* video is asked for */
-    assert_int_equal(sched_job_cancel(s, 100, 0), 0);
+    ask_for_video(s);
     add(s, 1, "image.fast", "image-v2", 1, 0);
     assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
     assert_int_equal(sched_take(s, r.worker, 0, &id), 0);
