@@ -1217,7 +1217,7 @@ static int eta_queued(struct sched *s, struct sjob *j, int64_t now, double *star
     if (j->spec.lane == SCHED_LANE_BATCH) {
         double lr = s->lane_rate[SCHED_LANE_BATCH];
         if (!s->lane_measured[SCHED_LANE_BATCH]) {
-            double hr = sched_headroom_batch_rate(s, j->cap, j->cost_s, now);
+            double hr = sched_headroom_batch_rate(s, j->cap, now);
             if (hr > 0 && (!(lr > 0) || hr < lr))
                 lr = hr;
         }

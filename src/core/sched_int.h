@@ -188,14 +188,13 @@ void sched_headroom_note(struct sched *s, struct scap *c, double cost_s, int64_t
 bool sched_headroom_blocks(const struct sched *s, const struct sworker *w, int64_t now, char *why,
                            size_t n);
 /* sched_headroom_batch_rate: the GPU-seconds per second batch work of
- * capability cap (jobs of batch_job_s) can have while the headroom rule
- * holds now — the speeds of its usable GPUs but the best ones
- * sched_headroom_blocks keeps free of batch, less the interactive work that
- * overflows the headroom onto them and the batch work preempted for it; -1
+ * capability cap can have while the headroom rule holds now — the speeds
+ * of its usable GPUs but the best ones sched_headroom_blocks keeps free of
+ * batch, less the interactive work that overflows the headroom onto them; -1
  * while cap has no headroom (no interactive load measured). A batch ETA
  * assumes no more (sched.c: eta_queued): beside interactive work, the
  * headroom, not the GPUs' count, sets batch's rate. */
-double sched_headroom_batch_rate(const struct sched *s, int cap, double batch_job_s, int64_t now);
+double sched_headroom_batch_rate(const struct sched *s, int cap, int64_t now);
 
 /* sched_score.c */
 /* sched_demand_note counts an arrival of cost_s nominal GPU-seconds in q. */
