@@ -896,6 +896,8 @@ int sched_take(struct sched *s, const char *worker_id, int64_t now, uint64_t *jo
     w->nrunning++;
     s->nrunning++;
     worker_cap_jobs(s, w, j->cap, +1);
+    if (j->spec.lane == SCHED_LANE_BATCH)
+        s->caps[j->cap].batch_start_ns = now;
     assume_loaded(s, w, j, now);
     w->dirty = true;
     sched_worker_sync_open(s, w);

@@ -69,6 +69,7 @@ struct scap {
     int max_gpus; /* fan-out cap, 0 = none */
     double slo_s; /* latency objective, submit to finish; 0 = none */
     bool interactive; /* an interactive job was ever submitted to it (rule 13) */
+    int64_t batch_start_ns; /* when a batch job of it last started (rule 10); 0 = never */
     bool paused;  /* by an admin: its queued jobs are not placed */
     /* Interactive arrivals (core/headroom.h): count and nominal GPU-seconds,
      * decayed over cfg.headroom_window_s, as of ia_ns. */

@@ -1393,9 +1393,11 @@ static void test_batch_eta_at_measured_lane_rate(void **state)
  * rembg batch job (0.5 s run) is then refused every other GPU — until it
  * has waited over 1 s, when it takes one, and the explanation says why.
  * Without the rule it would wait as long as image jobs keep coming. */
-static void test_starving_batch_job_passes_the_headroom(void **state)
+/* Four GPUs (gpu0 best for interactive) that hold image-v2 after 20 s of
+ * 0.4 s image jobs arriving every 0.1 s, so image.fast needs three GPUs free
+ * of batch (strict headroom); all idle at the time returned. */
+static struct sched *busy_image_fleet(int64_t *t0_out)
 {
-    (void)state;
     struct sched_config cfg;
     sched_config_defaults(&cfg);
     cfg.headroom_window_s = 100;
@@ -1434,6 +1436,16 @@ static void test_starving_batch_job_passes_the_headroom(void **state)
     int64_t t0 = S(20);
     for (int i = 0; i < 4; i++)
         assert_int_equal(sched_job_finished(s, ring[i], true, 0, t0 - started[i], t0), 0);
+    *t0_out = t0;
+    return s;
+}
+
+static void test_starving_batch_job_passes_the_headroom(void **state)
+{
+    (void)state;
+    int64_t t0;
+    struct sched *s = busy_image_fleet(&t0);
+    uint64_t got;
     struct rec r = {0};
     struct job_spec j;
     mk_job(&j, 1, "video", "video", 1);
@@ -1453,6 +1465,48 @@ static void test_starving_batch_job_passes_the_headroom(void **state)
     assert_int_equal(sched_headroom_get(s, "image.fast", t0 + S(1.1), &hf), 0);
     assert_true(hf.gpus >= 3); /* the headroom alone would still refuse it */
     assert_int_equal(sched_dispatch(s, t0 + S(1.1), on_placed, &r), 1);
+    assert_int_equal(r.job, 2);
+    assert_string_not_equal(r.worker, "gpu3");
+    assert_non_null(strstr(r.why.reason, "starving"));
+    sched_destroy(s);
+}
+
+/* Rule 10 waives the headroom only for a capability that starves, not for a
+ * job waiting its turn: on busy_image_fleet, rembg batch jobs 3 and 4
+ * (0.5 s runs) come first and take gpu3 in turn, 4 starting at 0.9 s; job 2
+ * has waited over twice its run at 1.1 s but a rembg batch job started
+ * 0.2 s before, so it still waits. At 1.5 s no rembg batch job has started
+ * for over one run: now it passes the headroom. Without the gap it would be
+ * placed at 1.1 s. */
+static void test_batch_job_behind_its_own_capability_is_not_starving(void **state)
+{
+    (void)state;
+    int64_t t0;
+    struct sched *s = busy_image_fleet(&t0);
+    uint64_t got;
+    struct rec r = {0};
+    struct job_spec j;
+    for (uint64_t id = 3; id <= 4; id++) {
+        mk_job(&j, id, "rembg", "rembg", 1);
+        j.lane = SCHED_LANE_BATCH;
+        j.submit_ns = t0 - S(0.01) * (int64_t)(5 - id); /* ahead of job 2 */
+        assert_int_equal(sched_job_add(s, &j, t0), 0);
+    }
+    mk_job(&j, 2, "rembg", "rembg", 1);
+    j.lane = SCHED_LANE_BATCH;
+    j.submit_ns = t0;
+    assert_int_equal(sched_job_add(s, &j, t0), 0);
+    assert_int_equal(sched_dispatch(s, t0, on_placed, &r), 1);
+    assert_int_equal(r.job, 3);
+    assert_string_equal(r.worker, "gpu3");
+    assert_int_equal(sched_take(s, "gpu3", t0, &got), 0);
+    assert_int_equal(sched_job_finished(s, 3, true, 0, S(0.9), t0 + S(0.9)), 0);
+    assert_int_equal(sched_dispatch(s, t0 + S(0.9), on_placed, &r), 1);
+    assert_int_equal(r.job, 4);
+    assert_string_equal(r.worker, "gpu3");
+    assert_int_equal(sched_take(s, "gpu3", t0 + S(0.9), &got), 0);
+    assert_int_equal(sched_dispatch(s, t0 + S(1.1), on_placed, &r), 0);
+    assert_int_equal(sched_dispatch(s, t0 + S(1.5), on_placed, &r), 1);
     assert_int_equal(r.job, 2);
     assert_string_not_equal(r.worker, "gpu3");
     assert_non_null(strstr(r.why.reason, "starving"));
@@ -1675,6 +1729,7 @@ int main(void)
         cmocka_unit_test(test_long_job_leaves_the_fast_gpu_to_short_jobs),
         cmocka_unit_test(test_batch_eta_at_measured_lane_rate),
         cmocka_unit_test(test_starving_batch_job_passes_the_headroom),
+        cmocka_unit_test(test_batch_job_behind_its_own_capability_is_not_starving),
         cmocka_unit_test(test_batch_leaves_a_scarce_model_in_demand),
         cmocka_unit_test(test_starving_batch_leaves_a_scarce_model_one_home),
         cmocka_unit_test(test_urgent_batch_job_goes_with_the_interactive_lane),
