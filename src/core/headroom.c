@@ -151,8 +151,7 @@ bool sched_headroom_blocks(const struct sched *s, const struct sworker *w, int64
         int reserved = 0, spare = 0, usable = 0;
         for (int i = 0; i < s->nworkers; i++) {
             const struct sworker *m = s->workers[i];
-            if (!m->alive || sched_worker_cap_slot(m, w->caps[k]) < 0 || !m->info.healthy ||
-                m->info.draining)
+            if (!sched_worker_live(m) || sched_worker_cap_slot(m, w->caps[k]) < 0)
                 continue;
             usable++;
             if (m->info.reserved)
@@ -201,8 +200,7 @@ double sched_headroom_batch_rate(const struct sched *s, int cap, int64_t now)
     double *q = xcalloc((size_t)(s->nworkers > 0 ? s->nworkers : 1), 2 * sizeof(double));
     for (int i = 0; i < s->nworkers; i++) {
         const struct sworker *m = s->workers[i];
-        if (!m->alive || sched_worker_cap_slot(m, cap) < 0 || !m->info.healthy ||
-            m->info.draining)
+        if (!sched_worker_live(m) || sched_worker_cap_slot(m, cap) < 0)
             continue;
         q[2 * usable] = quality(s, m);
         q[2 * usable + 1] = sched_worker_speed(m);

@@ -15,7 +15,7 @@
 static bool can_run(const struct sched *s, const struct sworker *w, const struct sjob *j,
                     bool excl_binds)
 {
-    if (!w->alive || !w->info.healthy || w->info.draining)
+    if (!sched_worker_live(w))
         return false;
     if (sched_worker_cap_slot(w, j->cap) < 0 || !sched_worker_can_hold(s, w, j->model))
         return false;
@@ -42,14 +42,6 @@ static int64_t frees_at(const struct sworker *w, int64_t now)
     return best < now ? now : best;
 }
 
-static bool model_warm(const struct sworker *w, int model)
-{
-    for (int i = 0; i < w->info.nloaded; i++)
-        if (w->loaded_model[i] == model)
-            return true;
-    return false;
-}
-
 struct pick {
     struct sjob *victim;
     struct sworker *w;
@@ -62,7 +54,7 @@ struct pick {
 static double service_s(const struct sched *s, const struct sworker *w, const struct sjob *j)
 {
     double speed = sched_worker_speed(w);
-    double load_s = model_warm(w, j->model) ? 0 : sched_model_load_s(s, j->model);
+    double load_s = sched_worker_holds(w, j->model) ? 0 : sched_model_load_s(s, j->model);
     return load_s + j->cost_s / (speed > 0 ? speed : 1.0);
 }
 
@@ -70,7 +62,7 @@ static double service_s(const struct sched *s, const struct sworker *w, const st
 static void consider(const struct sched *s, struct sworker *w, const struct sjob *j, int64_t now,
                      struct pick *best)
 {
-    double load_s = model_warm(w, j->model) ? 0 : sched_model_load_s(s, j->model);
+    double load_s = sched_worker_holds(w, j->model) ? 0 : sched_model_load_s(s, j->model);
     double speed = sched_worker_speed(w);
     double done_s = service_s(s, w, j);
     for (struct sjob *r = w->run_head; r; r = r->next) {

@@ -710,11 +710,9 @@ double sched_expected_load_s(const struct sched *s, const struct job_spec *j)
     int cap = cv ? (int)(intptr_t)cv - 1 : -1;
     for (int i = 0; i < s->nworkers; i++) {
         const struct sworker *w = s->workers[i];
-        if (!worker_usable(w) || (cap >= 0 && sched_worker_cap_slot(w, cap) < 0))
-            continue;
-        for (int k = 0; k < w->info.nloaded; k++)
-            if (w->loaded_model[k] == model)
-                return 0;
+        if (worker_usable(w) && (cap < 0 || sched_worker_cap_slot(w, cap) >= 0) &&
+            sched_worker_holds(w, model))
+            return 0;
     }
     return sched_model_load_s(s, model);
 }

@@ -159,6 +159,21 @@ int sched_model_index(struct sched *s, const char *name, int64_t vram_hint);
 bool sched_queue_servable(const struct sched *s, const struct squeue *q);
 /* sched_parked: q was found unservable and the fleet has not changed since. */
 bool sched_parked(const struct sched *s, const struct squeue *q);
+/* w is registered, healthy and not draining: work may go to it. */
+static inline bool sched_worker_live(const struct sworker *w)
+{
+    return w->alive && w->info.healthy && !w->info.draining;
+}
+
+/* w reports model loaded. */
+static inline bool sched_worker_holds(const struct sworker *w, int model)
+{
+    for (int i = 0; i < w->info.nloaded; i++)
+        if (w->loaded_model[i] == model)
+            return true;
+    return false;
+}
+
 int sched_worker_cap_slot(const struct sworker *w, int cap);
 void sched_worker_sync_open(struct sched *s, struct sworker *w);
 /* sched_unplace takes a placed job off its worker (it is then in no list). */

@@ -69,6 +69,27 @@ double sched_worker_speed(const struct sworker *w)
 
 static double demand_decay(const struct sched *s, const struct squeue *q, int64_t now);
 
+/* The decayed count of jobs that asked for model (and, in *work when given,
+ * their GPU-seconds) over its queues; below DEMAND_MIN it is not in demand
+ * (no job within about one demand window). */
+#define DEMAND_MIN exp(-1.0)
+
+static double model_demand(const struct sched *s, int model, int64_t now, double *work)
+{
+    double n = 0, wk = 0;
+    for (int k = 0; k < s->nqueues; k++) {
+        const struct squeue *q = &s->queues[k];
+        if (q->model != model)
+            continue;
+        double f = demand_decay(s, q, now);
+        n += q->d_count * f;
+        wk += q->d_work * f;
+    }
+    if (work)
+        *work = wk;
+    return n;
+}
+
 /* How scarce a model's homes are: usable workers ÷ those that can hold it
  * (1 when every one can). Recounted only when the fleet changes. */
 static double model_scarcity(struct sched *s, int model)
@@ -78,7 +99,7 @@ static double model_scarcity(struct sched *s, int model)
         m->homes = m->usable = 0;
         for (int i = 0; i < s->nworkers; i++) {
             const struct sworker *w = s->workers[i];
-            if (!w->alive || !w->info.healthy || w->info.draining)
+            if (!sched_worker_live(w))
                 continue;
             m->usable++;
             if (sched_worker_can_hold(s, w, model))
@@ -89,17 +110,10 @@ static double model_scarcity(struct sched *s, int model)
     return m->homes > 0 ? (double)m->usable / m->homes : 1.0;
 }
 
-/* Whether any job asked for model within the demand window (as
- * eviction_cost counts it). */
+/* Whether any job asked for model within the demand window. */
 static bool model_in_demand(const struct sched *s, int model, int64_t now)
 {
-    double n = 0;
-    for (int k = 0; k < s->nqueues; k++) {
-        const struct squeue *q = &s->queues[k];
-        if (q->model == model)
-            n += q->d_count * demand_decay(s, q, now);
-    }
-    return n >= exp(-1.0);
+    return model_demand(s, model, now, NULL) >= DEMAND_MIN;
 }
 
 /* The cost of evicting model, in seconds of the job (of run_s) that would
@@ -116,16 +130,9 @@ static double eviction_cost(const struct sched *s, int model, int for_model, dou
 {
     const struct smodel *m = &s->models[model];
     double w = m->info.cls == MODEL_UTILITY ? 0.5 : 1.0;
-    double n = 0, work = 0;
-    for (int k = 0; k < s->nqueues; k++) {
-        const struct squeue *q = &s->queues[k];
-        if (q->model != model)
-            continue;
-        double f = demand_decay(s, q, now);
-        n += q->d_count * f;
-        work += q->d_work * f;
-    }
-    if (n < exp(-1.0))
+    double work;
+    double n = model_demand(s, model, now, &work);
+    if (n < DEMAND_MIN)
         return 0;
     double load = model_load_s(s, model);
     double victim_run = work / n;
@@ -486,7 +493,7 @@ static bool batch_blocked(struct sched *s, const struct sworker *w, const struct
         for (int k = 0; k < w->ncaps; k++)
             if (s->caps[w->caps[k]].nqueued_interactive > 0)
                 return true;
-    if (urgent || batch_starving(s, j, now) || sched_batch_urgent(s, j, now))
+    if (batch_starving(s, j, now) || sched_batch_urgent(s, j, now))
         return false;
     return sched_headroom_blocks(s, w, now, s->headroom_why, sizeof(s->headroom_why));
 }
@@ -506,11 +513,8 @@ static bool resident_elsewhere(const struct sched *s, int model, const struct sw
 {
     for (int i = 0; i < s->nworkers; i++) {
         const struct sworker *o = s->workers[i];
-        if (o == w || !o->alive || !o->info.healthy || o->info.draining)
-            continue;
-        for (int k = 0; k < o->info.nloaded; k++)
-            if (o->loaded_model[k] == model)
-                return true;
+        if (o != w && sched_worker_live(o) && sched_worker_holds(o, model))
+            return true;
     }
     return false;
 }
