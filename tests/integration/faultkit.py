@@ -20,7 +20,7 @@ import time
 import urllib.parse
 import uuid
 
-from gpuq_harness import SLOW, Client, binary, spawn, wait_until
+from gpuq_harness import SLOW, Client, binary, pids_with_env, spawn, wait_until
 
 TERMINAL = ("succeeded", "failed", "cancelled", "dead", "expired")
 FAKES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fakes")
@@ -448,24 +448,6 @@ def proc_state(pid):
 def alive(pid):
     s = proc_state(pid)
     return s is not None and s != "Z"
-
-
-def pids_with_env(needle, exact=False):
-    """PIDs of live processes with an environment entry starting with needle
-    (bytes; exact: equal to it), e.g. b"GPUQ_WORKER_ID=h-gpu0" for the
-    runtimes of one worker."""
-    pids = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-        except OSError:
-            continue
-        if any(e == needle if exact else e.startswith(needle) for e in env) and alive(int(d)):
-            pids.append(int(d))
-    return pids
 
 
 def cpu_seconds(pid):

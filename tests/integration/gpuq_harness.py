@@ -196,12 +196,41 @@ class Head:
         return self.proc.returncode
 
 
+# Every process this test run starts, and every runtime its agents start
+# (they inherit the environment), carries this entry: pids_with_env finds
+# only this run's processes, not those of another run on the same machine
+# that uses the same worker ids.
+TEST_RUN_ENV = f"GPUQ_TEST_RUN={os.getpid()}".encode()
+
+
 def spawn(args, log_path, env=None):
     """Starts a helper process (agent, runtime) logging to log_path."""
     e = dict(os.environ)
     e.update(env or {})
+    e["GPUQ_TEST_RUN"] = str(os.getpid())
     log = open(log_path, "ab")
     return subprocess.Popen(args, env=e, stdout=log, stderr=log, start_new_session=True)
+
+
+def pids_with_env(needle, exact=False):
+    """PIDs of live processes of this test run (TEST_RUN_ENV) with an
+    environment entry starting with needle (bytes; exact: equal to it), e.g.
+    b"GPUQ_WORKER_ID=h-gpu0" for the runtimes of one worker."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            with open(f"/proc/{d}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if (state != "Z" and TEST_RUN_ENV in env and
+                any(e == needle if exact else e.startswith(needle) for e in env)):
+            pids.append(int(d))
+    return pids
 
 
 def stop_proc(proc, timeout=20):

@@ -16,7 +16,7 @@ import zlib
 
 import pytest
 
-from gpuq_harness import BUILD, SLOW, binary, spawn, stop_proc, wait_until
+from gpuq_harness import BUILD, SLOW, binary, pids_with_env, spawn, stop_proc, wait_until
 
 HEAD_CONFIG = """
 [workers]
@@ -155,31 +155,9 @@ def wait_job(client, job_id, timeout_s,
     return wait_until(done, timeout_s, f"job {job_id} to reach {until}")
 
 
-def _state_ppid(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return fields[0], int(fields[1])
-
-
 def runtime_pids(worker_id):
-    """PIDs of sim runtimes started for worker_id (from their environment) by
-    an agent this test process started — not another test run's on the same
-    machine, which may use the same worker id."""
-    pids = []
-    needle = f"GPUQ_WORKER_ID={worker_id}".encode()
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-            state, agent = _state_ppid(d)
-            mine = _state_ppid(agent)[1] == os.getpid()
-        except (OSError, IndexError, ValueError):
-            continue
-        if needle in env and state != "Z" and mine:
-            pids.append(int(d))
-    return pids
+    """PIDs of this test run's sim runtimes for worker_id."""
+    return pids_with_env(f"GPUQ_WORKER_ID={worker_id}".encode(), exact=True)
 
 
 def alive(pid):

@@ -21,9 +21,9 @@ import urllib.parse
 import pytest
 
 from faultkit import (FAKES, AgentProc, Ledger, LinkProxy, Tmpfs, alive, check_ledger,
-                      count_in_file, cpu_seconds, file_size, job_body, pids_with_env,
+                      count_in_file, cpu_seconds, file_size, job_body,
                       read_lines, workers)
-from gpuq_harness import SLOW, Client, Head, binary, wait_until
+from gpuq_harness import SLOW, Client, Head, binary, pids_with_env, wait_until
 
 
 def head_config(ttl_ms, max_attempts=3):
