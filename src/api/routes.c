@@ -24,6 +24,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/timer.h"
+#include "core/lifecycle.h"
 #include "head/inputs.h"
 #include "head/ops.h"
 
@@ -1233,7 +1234,11 @@ static void agent_assignments(struct ctx *c)
 
 static void fenced_error(struct ctx *c, int rc, uint64_t id)
 {
-    if (rc == GPUQ_ESTALE)
+    if (rc == GPUQ_ESTALE_EPOCH)
+        fail(c, 409, "stale_attempt", "epoch",
+             "epoch: job %llu was assigned by an earlier run of the head; it runs again",
+             (unsigned long long)id);
+    else if (rc == GPUQ_ESTALE)
         fail(c, 409, "stale_attempt", "attempt",
              "attempt: not the current attempt of job %llu on this worker",
              (unsigned long long)id);
@@ -1243,23 +1248,18 @@ static void fenced_error(struct ctx *c, int rc, uint64_t id)
         fail_store(c, rc);
 }
 
-/* The optional ?epoch= of an agent's report: false (reply sent) when it is
- * malformed or names an earlier boot of the head — that attempt's assignment
- * may never have been stored, so its number may be handed out again. */
-static bool epoch_current(struct ctx *c, uint64_t id)
+/* The optional ?epoch= of an agent's report into *epoch (0: none given):
+ * false (reply sent) when it is malformed. Whether it names the attempt's
+ * boot is the core's fence (lc_fence_epoch, through the head). */
+static bool query_epoch(struct ctx *c, uint64_t *epoch)
 {
     char buf[32];
-    const char *epoch;
-    if (!query_get(c, "epoch", buf, sizeof buf, &epoch))
+    const char *s;
+    *epoch = 0;
+    if (!query_get(c, "epoch", buf, sizeof buf, &s))
         return false;
-    if (epoch && (!*epoch || strlen(epoch) > 16)) {
-        fail(c, 400, "invalid_field", "epoch", "epoch: 1 to 16 characters, as the head sent it");
-        return false;
-    }
-    if (head_epoch_stale(c->h, epoch)) {
-        fail(c, 409, "stale_attempt", "epoch",
-             "epoch: job %llu was assigned by an earlier run of the head; it runs again",
-             (unsigned long long)id);
+    if (s && lc_epoch_parse(s, epoch)) {
+        fail(c, 400, "invalid_field", "epoch", "epoch: 1 to 16 hex digits, as the head sent it");
         return false;
     }
     return true;
@@ -1276,9 +1276,10 @@ static void agent_progress(struct ctx *c)
         fail_api(c, &err);
         return;
     }
-    if (!epoch_current(c, id))
+    uint64_t epoch;
+    if (!query_epoch(c, &epoch))
         return;
-    int rc = head_progress(c->h, id, m.worker_id, m.attempt, m.phase, m.progress);
+    int rc = head_progress(c->h, id, m.worker_id, m.attempt, epoch, m.phase, m.progress);
     if (rc) {
         fenced_error(c, rc, id);
         return;
@@ -1328,7 +1329,8 @@ static void agent_complete(struct ctx *c)
         fail(c, 400, "missing_field", "attempt", "attempt: required");
         return;
     }
-    if (!epoch_current(c, id))
+    uint64_t epoch;
+    if (!query_epoch(c, &epoch))
         return;
     const char *type = http_header(c->req, "Content-Type");
     if (!type || !*type || strlen(type) >= REC_NAME_MAX) {
@@ -1341,7 +1343,8 @@ static void agent_complete(struct ctx *c)
     l->id = id;
     http_defer(c->req, complete_finish, l);
     /* The body stays valid while the connection waits for the commit. */
-    head_complete(c->h, id, worker, (int)attempt, type, body, len, load_ms, run_ms, later_done, l);
+    head_complete(c->h, id, worker, (int)attempt, epoch, type, body, len, load_ms, run_ms,
+                  later_done, l);
 }
 
 static void fail_finish(void *arg, struct http_resp *resp)
@@ -1360,12 +1363,13 @@ static void agent_fail(struct ctx *c)
         fail_api(c, &err);
         return;
     }
-    if (!epoch_current(c, id))
+    uint64_t epoch;
+    if (!query_epoch(c, &epoch))
         return;
     struct later *l = later_new(c);
     l->id = id;
     http_defer(c->req, fail_finish, l);
-    head_fail(c->h, id, m.worker_id, m.attempt, m.cls, m.message, later_done, l);
+    head_fail(c->h, id, m.worker_id, m.attempt, epoch, m.cls, m.message, later_done, l);
 }
 
 static void agent_deregister(struct ctx *c)

@@ -22,6 +22,7 @@
 #include "api/json.h"
 #include "common/alloc.h"
 #include "common/err.h"
+#include "core/lifecycle.h"
 #include "head/ops.h"
 
 /* Most results one request carries (the agent sends fewer). */
@@ -37,7 +38,7 @@ struct outcome {
     const char *data;
     size_t len;
     int64_t load_ms, run_ms;
-    bool stale_epoch; /* assigned by an earlier boot of the head: refused, not completed */
+    uint64_t epoch; /* echoed by the agent (0: none); fenced by the core (lc_fence_epoch) */
     int rc;
     bool duplicate;
 };
@@ -130,10 +131,11 @@ static int parse_item(const struct route_call *c, json_t *o, int i, const char *
     if (cold && !json_is_boolean(cold))
         return bad(c, i, "cold", "a boolean");
     json_t *epoch = json_object_get(o, "epoch");
-    if (epoch && (!json_is_string(epoch) || json_string_length(epoch) == 0 ||
-                  json_string_length(epoch) > 16))
-        return bad(c, i, "epoch", "1 to 16 characters, as the head sent it");
-    it->stale_epoch = epoch && head_epoch_stale(c->h, json_string_value(epoch));
+    it->epoch = 0;
+    if (epoch && (!json_is_string(epoch) ||
+                  strlen(json_string_value(epoch)) != json_string_length(epoch) ||
+                  lc_epoch_parse(json_string_value(epoch), &it->epoch)))
+        return bad(c, i, "epoch", "1 to 16 hex digits, as the head sent it");
     it->attempt = (int)attempt;
     it->load_ms = load_ms;
     it->run_ms = run_ms;
@@ -165,7 +167,7 @@ static void put_error(struct buf *out, int rc, const struct outcome *it)
     char msg[160];
     snprintf(msg, sizeof msg, "%s", gpuq_strerror(rc));
     int status = 500;
-    if (rc == GPUQ_ESTALE && it->stale_epoch) {
+    if (rc == GPUQ_ESTALE_EPOCH) {
         status = 409;
         code = "stale_attempt";
         snprintf(msg, sizeof msg,
@@ -270,12 +272,8 @@ void route_agent_outcomes(const struct route_call *c)
      * they share its next transaction. The body outlives the commits. */
     for (size_t i = 0; i < n; i++) {
         struct outcome *it = &b->items[i];
-        if (it->stale_epoch) {
-            item_done(it, GPUQ_ESTALE, NULL, false);
-            continue;
-        }
-        head_complete(c->h, it->id, it->worker, it->attempt, it->type, it->data, it->len,
-                      it->load_ms, it->run_ms, item_done, it);
+        head_complete(c->h, it->id, it->worker, it->attempt, it->epoch, it->type, it->data,
+                      it->len, it->load_ms, it->run_ms, item_done, it);
     }
     if (atomic_fetch_sub(&b->pending, 1) == 1)
         http_resume(c->req);

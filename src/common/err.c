@@ -14,6 +14,7 @@ const char *gpuq_strerror(int err)
     case GPUQ_EIO: return "i/o error";
     case GPUQ_ECONFLICT: return "conflict";
     case GPUQ_EPERM: return "permission denied";
+    case GPUQ_ESTALE_EPOCH: return "stale epoch";
     default: return "unknown error";
     }
 }

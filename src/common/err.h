@@ -14,6 +14,7 @@ enum gpuq_err {
     GPUQ_EIO = -7,       /* storage or system failure */
     GPUQ_ECONFLICT = -8, /* the request conflicts with the current state */
     GPUQ_EPERM = -9,     /* not allowed for this caller */
+    GPUQ_ESTALE_EPOCH = -10, /* a fenced operation names an attempt of an earlier boot (epoch) */
 };
 
 /* gpuq_strerror returns a static, human-readable name for an error code. */

@@ -97,6 +97,12 @@ static int64_t lease_end(const struct lc_policy *p, int64_t now_ns)
 int lc_assign(const struct lc_policy *p, struct lc_job *j, const char *worker,
               struct lc_now now)
 {
+    return lc_assign_in(p, j, worker, 0, now);
+}
+
+int lc_assign_in(const struct lc_policy *p, struct lc_job *j, const char *worker,
+                 uint64_t epoch, struct lc_now now)
+{
     if (!j || !worker || !worker[0])
         return GPUQ_EINVAL;
     if (j->state != LC_QUEUED)
@@ -108,6 +114,7 @@ int lc_assign(const struct lc_policy *p, struct lc_job *j, const char *worker,
     j->started_ms = now.wall_ms;
     j->lease_until_ns = lease_end(p, now.mono_ns);
     j->run_deadline_ns = j->timeout_ms > 0 ? now.mono_ns + j->timeout_ms * 1000000LL : 0;
+    j->epoch = epoch;
     return 0;
 }
 
@@ -116,6 +123,33 @@ int lc_fence(const struct lc_job *j, const char *worker, int attempt)
     if (!j || !worker || j->state != LC_RUNNING || attempt != j->attempt ||
         strcmp(worker, j->worker) != 0)
         return GPUQ_ESTALE;
+    return 0;
+}
+
+int lc_fence_epoch(const struct lc_job *j, const char *worker, int attempt, uint64_t epoch)
+{
+    if (j && epoch != 0 && epoch != j->epoch)
+        return GPUQ_ESTALE_EPOCH;
+    return lc_fence(j, worker, attempt);
+}
+
+int lc_epoch_parse(const char *s, uint64_t *out)
+{
+    uint64_t v = 0;
+    size_t n = 0;
+    for (; s && s[n]; n++) {
+        char c = s[n];
+        int d = c >= '0' && c <= '9' ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
+        if (d < 0 || n >= 16)
+            return GPUQ_EINVAL;
+        v = v << 4 | (uint64_t)d;
+    }
+    if (n == 0 || v == 0)
+        return GPUQ_EINVAL;
+    *out = v;
     return 0;
 }
 

@@ -108,6 +108,12 @@ struct lc_job {
     int64_t started_ms;                  /* wall, when lc_assign ran */
     int64_t lease_until_ns;              /* monotonic */
     int64_t run_deadline_ns;             /* monotonic; 0 = no timeout */
+    /* The boot epoch of the shell that handed the current (or last) attempt
+     * out (lc_assign_in; 0 = none). Not persisted: a head that restarts draws
+     * a new epoch and re-queues what ran, so an attempt number a crashed head
+     * handed out but never stored may be handed out again, and only the
+     * epoch tells the two apart (lc_fence_epoch). */
+    uint64_t epoch;
 };
 
 void lc_policy_defaults(struct lc_policy *p);
@@ -126,9 +132,27 @@ void lc_init(struct lc_job *j, int64_t deadline_ms, int64_t timeout_ms);
 int lc_assign(const struct lc_policy *p, struct lc_job *j, const char *worker,
               struct lc_now now);
 
+/* lc_assign_in: lc_assign by a shell that lives in boot epochs (gpuqd draws a
+ * nonzero one at each start): the attempt carries epoch, and lc_fence_epoch
+ * refuses any report that names another. lc_assign is lc_assign_in with 0. */
+int lc_assign_in(const struct lc_policy *p, struct lc_job *j, const char *worker,
+                 uint64_t epoch, struct lc_now now);
+
 /* lc_fence: 0 when (worker, attempt) is the job's current running attempt,
  * GPUQ_ESTALE otherwise. */
 int lc_fence(const struct lc_job *j, const char *worker, int attempt);
+
+/* lc_fence_epoch: lc_fence for a report that echoes the epoch its attempt was
+ * handed out under (0: the report names none, as from an agent that waits
+ * for durable assignments; then only (worker, attempt) count). A named epoch
+ * other than the attempt's is GPUQ_ESTALE_EPOCH, checked first: the report
+ * comes from an earlier boot, whose attempt number may equal the current
+ * one's. Otherwise as lc_fence. */
+int lc_fence_epoch(const struct lc_job *j, const char *worker, int attempt, uint64_t epoch);
+
+/* lc_epoch_parse: an echoed epoch as the head wrote it (1 to 16 hex digits,
+ * not all zero, which no boot draws) into *out. GPUQ_EINVAL otherwise. */
+int lc_epoch_parse(const char *s, uint64_t *out);
 
 /* lc_renew: a heartbeat or progress for the attempt — fenced, extends the lease. */
 int lc_renew(const struct lc_policy *p, struct lc_job *j, const char *worker, int attempt,

@@ -355,7 +355,7 @@ static bool assign(struct dispatcher *d, struct poller *p, uint64_t job_id, stru
     jobs_lock(h->jobs);
     struct hjob *j = jobs_find(h->jobs, job_id);
     struct lc_now now = {clock_mono_ns(), clock_wall_ms()};
-    if (j && lc_assign(&h->cfg.lifecycle, &j->rec.lc, p->worker_id, now) == 0) {
+    if (j && lc_assign_in(&h->cfg.lifecycle, &j->rec.lc, p->worker_id, h->boot_epoch, now) == 0) {
         j->rec.phase = PHASE_ASSIGNED;
         j->rec.progress = 0;
         j->rec.started_ms = now.wall_ms;
@@ -376,7 +376,7 @@ static bool assign(struct dispatcher *d, struct poller *p, uint64_t job_id, stru
             /* The agent echoes the head's epoch on every outcome of it, so
              * it need not wait for this commit: if the head dies first, the
              * stored job is still queued and runs again, and this attempt's
-             * outcomes, from an earlier boot, are refused (head_epoch_stale).
+             * outcomes, from an earlier boot, are refused (lc_fence_epoch).
              * Answered before the op is queued and under the table lock (or,
              * several to one poll, from copies after it is queued), so no
              * outcome of it can reach the committer ahead of it. */

@@ -535,31 +535,29 @@ void head_resubmit(struct head *h, uint64_t id, head_done_fn done, void *arg)
 
 /* ---- the agent's reports, fenced by (worker, attempt) ---- */
 
-/* The job must be running this attempt on this worker. Lock held. */
-bool head_epoch_stale(const struct head *h, const char *epoch)
-{
-    return epoch && epoch[0] && strcmp(epoch, h->epoch) != 0;
-}
-
-static int fence(struct head *h, uint64_t id, const char *worker, int attempt, struct hjob **out)
+/* The job must be running this attempt on this worker, handed out under the
+ * epoch the report names (if it names one): lc_fence_epoch. Lock held. */
+static int fence(struct head *h, uint64_t id, const char *worker, int attempt, uint64_t epoch,
+                 struct hjob **out)
 {
     struct hjob *j = jobs_find(h->jobs, id);
     if (!j || !j->committed)
         return GPUQ_ENOENT;
-    if (lc_fence(&j->rec.lc, worker, attempt))
-        return GPUQ_ESTALE;
+    int rc = lc_fence_epoch(&j->rec.lc, worker, attempt, epoch);
+    if (rc)
+        return rc;
     if (j->completing)
         return GPUQ_EAGAIN; /* its result is being committed */
     *out = j;
     return 0;
 }
 
-int head_progress(struct head *h, uint64_t id, const char *worker, int attempt,
+int head_progress(struct head *h, uint64_t id, const char *worker, int attempt, uint64_t epoch,
                   enum job_phase phase, double progress)
 {
     jobs_lock(h->jobs);
     struct hjob *j;
-    int rc = fence(h, id, worker, attempt, &j);
+    int rc = fence(h, id, worker, attempt, epoch, &j);
     if (rc) {
         jobs_unlock(h->jobs);
         return rc;
@@ -609,14 +607,14 @@ static void complete_done(struct commit_op *op, int rc)
     job_op_free(o);
 }
 
-void head_complete(struct head *h, uint64_t id, const char *worker, int attempt,
+void head_complete(struct head *h, uint64_t id, const char *worker, int attempt, uint64_t epoch,
                    const char *content_type, const void *data, size_t len, int64_t load_ms,
                    int64_t run_ms, head_done_fn done, void *arg)
 {
     struct job_rec out = {0};
     jobs_lock(h->jobs);
     struct hjob *j;
-    int rc = fence(h, id, worker, attempt, &j);
+    int rc = fence(h, id, worker, attempt, epoch, &j);
     if (rc == GPUQ_ESTALE) {
         struct hjob *prev = jobs_find(h->jobs, id);
         if (prev->rec.lc.state == LC_SUCCEEDED && prev->rec.lc.attempt == attempt &&
@@ -658,12 +656,12 @@ void head_complete(struct head *h, uint64_t id, const char *worker, int attempt,
     jobs_unlock(h->jobs);
 }
 
-void head_fail(struct head *h, uint64_t id, const char *worker, int attempt, const char *cls,
-               const char *message, head_done_fn done, void *arg)
+void head_fail(struct head *h, uint64_t id, const char *worker, int attempt, uint64_t epoch,
+               const char *cls, const char *message, head_done_fn done, void *arg)
 {
     jobs_lock(h->jobs);
     struct hjob *j;
-    int rc = fence(h, id, worker, attempt, &j);
+    int rc = fence(h, id, worker, attempt, epoch, &j);
     if (rc) {
         jobs_unlock(h->jobs);
         done(arg, rc, NULL, false);

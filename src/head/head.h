@@ -45,12 +45,14 @@ struct head {
     pthread_mutex_t catalog_lock;
     struct catalog *catalog;
     char admin_hash[TOKEN_HASH_HEX];
-    /* This process's boot, 16 hex digits, random at start ("" in tests that
-     * build a head by hand). Agents that poll with early=1 get assignments
-     * before they are durable, tagged with it, and echo it on every outcome:
-     * one from an earlier boot is refused (head_epoch_stale), so an attempt
-     * number a crashed head handed out but never stored cannot be fenced in
-     * twice. */
+    /* This process's boot: boot_epoch random and nonzero at start, epoch the
+     * same as 16 hex digits (0 and "" in tests that build a head by hand).
+     * Every attempt this boot hands out carries it (lc_assign_in). Agents
+     * that poll with early=1 get assignments before they are durable, tagged
+     * with it, and echo it on every outcome: one naming an earlier boot is
+     * refused by the core's fence (lc_fence_epoch), so an attempt number a
+     * crashed head handed out but never stored cannot be fenced in twice. */
+    uint64_t boot_epoch;
     char epoch[17];
     atomic_bool ready;
     atomic_bool stopping;
@@ -67,9 +69,6 @@ struct caller {
 /* head_authenticate classifies a bearer credential (NULL = none). */
 void head_authenticate(struct head *h, const char *bearer, struct caller *out);
 
-/* head_epoch_stale: whether an agent's echoed epoch names an earlier boot of
- * the head (NULL or "": the caller did not give one, nothing to check). */
-bool head_epoch_stale(const struct head *h, const char *epoch);
 
 /* What the dispatcher tells the head (its thread; no scheduler lock is taken). */
 /* The attempt running on worker is gone (the worker left): lc_lost. */

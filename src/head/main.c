@@ -37,6 +37,9 @@ static void head_new_epoch(struct head *h)
         clock_gettime(CLOCK_REALTIME, &ts);
         v = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
     }
+    if (v == 0) /* 0 means "no epoch" to the core (lc_fence_epoch) */
+        v = 1;
+    h->boot_epoch = v;
     snprintf(h->epoch, sizeof h->epoch, "%016llx", (unsigned long long)v);
 }
 

@@ -71,19 +71,21 @@ bool head_unwatch(struct head *h, uint64_t id, struct job_watch *w);
 /* Copies a job (params included) — under the table lock, e.g. inside fire. */
 void head_job_copy(const struct hjob *j, struct job_rec *out, uint64_t *version);
 
-/* Agent side, fenced by (worker, attempt). */
-int head_progress(struct head *h, uint64_t id, const char *worker, int attempt,
+/* Agent side, fenced by (worker, attempt) and the echoed boot epoch (0: the
+ * report names none) through lc_fence_epoch: one naming an earlier boot is
+ * GPUQ_ESTALE_EPOCH. */
+int head_progress(struct head *h, uint64_t id, const char *worker, int attempt, uint64_t epoch,
                   enum job_phase phase, double progress);
 /* done(flag = duplicate: this attempt's result was already accepted, a retried
  * request) runs once the result is durable. data must stay valid until then. */
-void head_complete(struct head *h, uint64_t id, const char *worker, int attempt,
+void head_complete(struct head *h, uint64_t id, const char *worker, int attempt, uint64_t epoch,
                    const char *content_type, const void *data, size_t len, int64_t load_ms,
                    int64_t run_ms, head_done_fn done, void *arg);
 /* lc_fail: retried elsewhere while the budget lasts (never bad_input), else
  * dead (or failed/expired). done(flag = retried) runs once stored; fencing
  * errors answer at once. */
-void head_fail(struct head *h, uint64_t id, const char *worker, int attempt, const char *cls,
-               const char *message, head_done_fn done, void *arg);
+void head_fail(struct head *h, uint64_t id, const char *worker, int attempt, uint64_t epoch,
+               const char *cls, const char *message, head_done_fn done, void *arg);
 
 /* head_worker_register and head_worker_heartbeat (ops_admin.h) are defined in
  * head.c: registration with a new incarnation loses (re-queues) what the

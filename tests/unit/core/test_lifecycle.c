@@ -2,7 +2,8 @@
  * refusal, fencing of stale attempts, lease renewal and expiry, execution
  * timeouts, deadlines while queued and running, the retry budget ending in the
  * dead letter, bad_input failing at once, the failed set (grows, dedups,
- * bounded), requeue without blame, resubmit, and the orphan grace. */
+ * bounded), requeue without blame, resubmit, the orphan grace, and the boot
+ * epoch fence across a head restart. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -117,6 +118,71 @@ static void test_stale_attempt_refused_after_retry(void **state)
     assert_int_equal(j.state, LC_RUNNING);
     assert_int_equal(lc_succeed(&j, "gpu0", 2, at(4), &a), 0);
     assert_int_equal(a.n, 2);
+}
+
+/* A head hands out attempt 1 early and dies before storing it: the stored job
+ * is still queued at attempt 0, so the next boot hands out attempt 1 again,
+ * to the same worker. Only the epoch tells the dead boot's reports apart. */
+static void test_epoch_fences_an_attempt_number_handed_out_twice(void **state)
+{
+    (void)state;
+    struct lc_policy p = pol();
+    const uint64_t boot_a = 0xa1, boot_b = 0xb2;
+    struct lc_job stored, j;
+    lc_init(&stored, 0, 0);
+    j = stored;
+    assert_int_equal(lc_assign_in(&p, &j, "gpu0", boot_a, at(0)), 0);
+    assert_int_equal(j.attempt, 1);
+    assert_int_equal(lc_fence_epoch(&j, "gpu0", 1, boot_a), 0);
+    /* The restart: back to what the store holds, handed out under boot B. */
+    j = stored;
+    assert_int_equal(lc_assign_in(&p, &j, "gpu0", boot_b, at(5)), 0);
+    assert_int_equal(j.attempt, 1);
+    /* (worker, attempt) alone cannot tell them apart... */
+    assert_int_equal(lc_fence(&j, "gpu0", 1), 0);
+    /* ...the epoch does: boot A's report is refused, boot B's passes. */
+    assert_int_equal(lc_fence_epoch(&j, "gpu0", 1, boot_a), GPUQ_ESTALE_EPOCH);
+    assert_int_equal(lc_fence_epoch(&j, "gpu0", 1, boot_b), 0);
+    /* A report naming no epoch (an agent on durable assignments) is fenced
+     * by (worker, attempt) only. */
+    assert_int_equal(lc_fence_epoch(&j, "gpu0", 1, 0), 0);
+    assert_int_equal(lc_fence_epoch(&j, "gpu0", 2, 0), GPUQ_ESTALE);
+    /* The epoch is checked first; with the right one the attempt still counts. */
+    assert_int_equal(lc_fence_epoch(&j, "gpu1", 1, boot_a), GPUQ_ESTALE_EPOCH);
+    assert_int_equal(lc_fence_epoch(&j, "gpu1", 1, boot_b), GPUQ_ESTALE);
+    assert_int_equal(lc_fence_epoch(&j, "gpu0", 2, boot_b), GPUQ_ESTALE);
+    /* Once it ended, a retried report of it under boot B is a plain stale
+     * attempt (the shell may recognise a duplicate), boot A's still the epoch. */
+    struct lc_attempt a;
+    assert_int_equal(lc_succeed(&j, "gpu0", 1, at(6), &a), 0);
+    assert_int_equal(lc_fence_epoch(&j, "gpu0", 1, boot_b), GPUQ_ESTALE);
+    assert_int_equal(lc_fence_epoch(&j, "gpu0", 1, boot_a), GPUQ_ESTALE_EPOCH);
+    /* A shell without boots (lc_assign: epoch 0) refuses any named epoch. */
+    struct lc_job s;
+    lc_init(&s, 0, 0);
+    assert_int_equal(lc_assign(&p, &s, "gpu0", at(0)), 0);
+    assert_int_equal(lc_fence_epoch(&s, "gpu0", 1, 0), 0);
+    assert_int_equal(lc_fence_epoch(&s, "gpu0", 1, boot_b), GPUQ_ESTALE_EPOCH);
+}
+
+static void test_epoch_parse(void **state)
+{
+    (void)state;
+    uint64_t e = 7;
+    assert_int_equal(lc_epoch_parse("9f2c41d07ab3e865", &e), 0);
+    assert_true(e == 0x9f2c41d07ab3e865ULL);
+    assert_int_equal(lc_epoch_parse("00000000000000A1", &e), 0);
+    assert_true(e == 0xa1);
+    e = 7;
+    /* Empty, over 16 digits, not hex, all zeros (no boot draws 0: it means
+     * "none" to lc_fence_epoch), missing: refused, *out untouched. */
+    assert_int_equal(lc_epoch_parse("", &e), GPUQ_EINVAL);
+    assert_int_equal(lc_epoch_parse("0123456789abcdef0", &e), GPUQ_EINVAL);
+    assert_int_equal(lc_epoch_parse("9f2c41d07ab3e86g", &e), GPUQ_EINVAL);
+    assert_int_equal(lc_epoch_parse("-1", &e), GPUQ_EINVAL);
+    assert_int_equal(lc_epoch_parse("0000000000000000", &e), GPUQ_EINVAL);
+    assert_int_equal(lc_epoch_parse(NULL, &e), GPUQ_EINVAL);
+    assert_true(e == 7);
 }
 
 static void test_lease_renew_and_expiry(void **state)
@@ -414,6 +480,8 @@ int main(void)
         cmocka_unit_test(test_defaults_and_names),
         cmocka_unit_test(test_assign_succeed_and_refusals),
         cmocka_unit_test(test_stale_attempt_refused_after_retry),
+        cmocka_unit_test(test_epoch_fences_an_attempt_number_handed_out_twice),
+        cmocka_unit_test(test_epoch_parse),
         cmocka_unit_test(test_lease_renew_and_expiry),
         cmocka_unit_test(test_execution_timeout_does_not_blame),
         cmocka_unit_test(test_deadline_queued_and_running),
