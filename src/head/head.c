@@ -985,7 +985,14 @@ static void recover_job(void *arg, struct job_rec *rec)
         j->rec.lc.started_ms = j->rec.started_ms;
         lc_requeue(&j->rec.lc, "the head restarted", now_lc(), &a);
         job_rec_add_attempt(&j->rec, &a);
-        committer_submit(h->committer, &changed(h, j, &a)->op);
+        struct job_op *o = changed(h, j, &a);
+        /* To the scheduler in recovery's batch, in store order with the
+         * queued jobs, not once the re-queue is stored: else it arrives after
+         * the jobs queued behind it and an agent polling at once gets those
+         * first. The re-queue is ahead of any assignment on the committer. */
+        o->requeue = false;
+        dispatcher_adds_put(h->disp, &c->adds, &j->rec);
+        committer_submit(h->committer, &o->op);
         c->requeued++;
     } else if (j->rec.lc.state == LC_QUEUED) {
         c->queued++; /* handed to the scheduler above */
