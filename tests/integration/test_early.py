@@ -65,8 +65,10 @@ def test_report_with_a_malformed_epoch_is_refused_naming_it(head_factory):
     w = FakeWorker(head, head.add_worker_token()).start()
     epoch, a = poll_early(w)
     assert len(epoch) == 16
-    r = complete(w, a, "0123456789abcdef0")  # 17 characters
-    assert r.status == 400 and r.json()["error"]["field"] == "epoch", r
+    # 17 characters; not hex digits; all zeros (no head draws 0).
+    for bad in ("0123456789abcdef0", "0123456789abcdeg", "0000000000000000"):
+        r = complete(w, a, bad)
+        assert r.status == 400 and r.json()["error"]["field"] == "epoch", (bad, r)
     data = tiny_png()
     head_line = {"protocol": 1, "outcomes": [
         {"job_id": a["job_id"], "worker_id": w.id, "attempt": a["attempt"],
