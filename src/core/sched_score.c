@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "core/sched_int.h"
 #include "core/vram.h"
 
@@ -519,11 +520,34 @@ static bool resident_elsewhere(const struct sched *s, int model, const struct sw
     return false;
 }
 
+/* j's estimated run on w at nominal speed: the estimator's figure, asked once
+ * per GPU class in a decision (sched.run_memo; the same figure). */
+static double run_nominal_s(struct sched *s, const struct sworker *w, const struct sjob *j)
+{
+    int k = w->gpu_class;
+    if (s->run_memo_job != j || k < 0 || k >= s->caprunmemo)
+        return estimator_run_s(s->est, j->model, k, j->work);
+    if (s->run_memo_gen[k] != s->run_memo_cur) {
+        s->run_memo[k] = estimator_run_s(s->est, j->model, k, j->work);
+        s->run_memo_gen[k] = s->run_memo_cur;
+    }
+    return s->run_memo[k];
+}
+
+/* The candidate's worker id, as snprintf("%s") would write it, without
+ * formatting: scored for every open worker of a decision. */
+static void copy_id(char *dst, const char *src)
+{
+    size_t n = strnlen(src, SCHED_NAME_MAX - 1);
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
 int sched_score_one(struct sched *s, struct sworker *w, const struct sjob *j, int64_t now,
                     struct sched_candidate *c)
 {
     memset(c, 0, sizeof(*c));
-    snprintf(c->worker_id, sizeof(c->worker_id), "%s", w->info.id);
+    copy_id(c->worker_id, w->info.id);
     if (!w->info.healthy || w->info.draining)
         return SCORE_F_UNHEALTHY;
     if (sched_worker_cap_slot(w, j->cap) < 0)
@@ -549,7 +573,7 @@ int sched_score_one(struct sched *s, struct sworker *w, const struct sjob *j, in
             start = w->all_free_ns;
         c->evictions = nv;
         c->speed = worker_speed(w);
-        c->run_s = estimator_run_s(s->est, j->model, w->gpu_class, j->work) / c->speed;
+        c->run_s = run_nominal_s(s, w, j) / c->speed;
         bool may_push_scarce = j->spec.lane != SCHED_LANE_BATCH || batch_starving(s, j, now);
         for (int k = 0; k < nv; k++) {
             int victim = w->proj_model[victims[k]];
@@ -564,7 +588,7 @@ int sched_score_one(struct sched *s, struct sworker *w, const struct sjob *j, in
         c->load_s = model_load_s(s, j->model);
     }
     c->speed = worker_speed(w);
-    c->run_s = estimator_run_s(s->est, j->model, w->gpu_class, j->work) / c->speed;
+    c->run_s = run_nominal_s(s, w, j) / c->speed;
     c->wait_s = start > now ? ns_to_s(start - now) : 0;
     c->thermal_factor = thermal_factor(s, w);
     c->load_ratio = (double)(w->nrunning + w->nplaced) / (double)w->info.concurrency;
@@ -833,7 +857,18 @@ static struct sworker *decide(struct sched *s, struct sjob *j, int64_t now,
 struct sworker *sched_decide(struct sched *s, struct sjob *j, int64_t now,
                              struct sched_explain *why)
 {
+    if (s->caprunmemo < s->nclasses) {
+        int n = s->nclasses + 8;
+        s->run_memo = xrealloc(s->run_memo, (size_t)n * sizeof(*s->run_memo));
+        s->run_memo_gen = xrealloc(s->run_memo_gen, (size_t)n * sizeof(*s->run_memo_gen));
+        memset(s->run_memo_gen + s->caprunmemo, 0,
+               (size_t)(n - s->caprunmemo) * sizeof(*s->run_memo_gen));
+        s->caprunmemo = n;
+    }
+    s->run_memo_cur++;
+    s->run_memo_job = j;
     struct sworker *w = decide(s, j, now, why);
+    s->run_memo_job = NULL;
     s->speed_ref = 0;
     return w;
 }
