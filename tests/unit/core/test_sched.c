@@ -1086,6 +1086,43 @@ static void test_idle_gpu_takes_job_placed_behind_an_overdue_one(void **state)
     sched_destroy(s);
 }
 
+/* Late binding looks only at the GPUs that may be idle (sched.idle_bits): a
+ * GPU found full loses its mark, and must get it back when a report gives
+ * it a free slot — else the job placed behind a long one would stay there. */
+static void test_late_binding_sees_a_gpu_freed_by_a_report(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched(); /* two placed per GPU */
+    struct worker_info w[2];
+    for (int i = 0; i < 2; i++) {
+        char id[8];
+        snprintf(id, sizeof(id), "gpu%d", i);
+        mk_worker(&w[i], id, 32768);
+        load(&w[i], "image-v2", 22528);
+        assert_int_equal(sched_worker_update(s, &w[i], 0), 0);
+    }
+    struct rec r = {0};
+    uint64_t id;
+    add(s, 1, "image.fast", "image-v2", 16, 0); /* 40 s each */
+    add(s, 2, "image.fast", "image-v2", 16, 0);
+    add(s, 3, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 3);
+    assert_int_equal(r.job, 3);
+    int behind = strcmp(r.worker, "gpu0") == 0 ? 0 : 1, other = 1 - behind;
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    assert_int_equal(sched_take(s, "gpu1", 0, &id), 0);
+    /* Both GPUs busy: job 3 has nowhere better to go; both lose their mark. */
+    assert_int_equal(sched_dispatch(s, S(1), on_placed, &r), 0);
+    /* The other GPU now reports two slots: it takes job 3 at once. */
+    w[other].concurrency = 2;
+    assert_int_equal(sched_worker_update(s, &w[other], S(2)), 0);
+    assert_int_equal(sched_dispatch(s, S(2), on_placed, &r), 1);
+    assert_int_equal(r.job, 3);
+    assert_string_equal(r.worker, w[other].id);
+    assert_non_null(strstr(r.why.reason, "late binding"));
+    sched_destroy(s);
+}
+
 /* A fast GPU frees in `at` - 2.5 s after job 1 started there; a slower warm
  * one (0.8) is idle. Job 2 arrives at `at`. */
 static void start_now_case(double at, const char *want, bool starts_now)
@@ -1721,6 +1758,7 @@ int main(void)
         cmocka_unit_test(test_eta_counts_shared_work_and_cold_load),
         cmocka_unit_test(test_default_binds_only_where_it_starts),
         cmocka_unit_test(test_idle_gpu_takes_job_placed_behind_an_overdue_one),
+        cmocka_unit_test(test_late_binding_sees_a_gpu_freed_by_a_report),
         cmocka_unit_test(test_start_now_within_the_wait),
         cmocka_unit_test(test_start_now_on_a_cold_gpu_in_demand),
         cmocka_unit_test(test_slo_long_job_waits_for_its_model_while_in_time),
