@@ -235,6 +235,11 @@ bool sched_headroom_blocks(const struct sched *s, const struct sworker *w, int64
 double sched_headroom_batch_rate(const struct sched *s, int cap, int64_t now);
 
 /* sched_score.c */
+/* sched_reason_printf: vsnprintf into r (n bytes, truncated), the same
+ * bytes; the formats of the reasons (%s, %d, %.0f-%.2f, %%) without printf's
+ * cost, any other through vsnprintf. */
+__attribute__((format(printf, 3, 4))) void sched_reason_printf(char *r, size_t n, const char *fmt,
+                                                                ...);
 /* sched_demand_note counts an arrival of cost_s nominal GPU-seconds in q. */
 void sched_demand_note(const struct sched *s, struct squeue *q, double cost_s, int64_t now);
 
