@@ -89,6 +89,10 @@ void sched_destroy(struct sched *s)
         heap_fini(&s->caps[i].full);
     }
     free(s->queues);
+    free(s->idle_bits);
+    free(s->blocked);
+    free(s->run_memo);
+    free(s->run_memo_gen);
     hashmap_fini(&s->queue_ix);
     free(s->workers);
     free(s->caps);
@@ -372,6 +376,38 @@ static struct sworker *worker_find(const struct sched *s, const char *id)
 
 /* ---- job list helpers --------------------------------------------------- */
 
+/* idle_mark: w may now have a free slot and nothing placed — a candidate for
+ * late binding (sched.idle_bits). Called wherever that can start to hold: a
+ * placed or running job leaves w, or w reports (concurrency, health). */
+static void idle_mark(struct sched *s, const struct sworker *w)
+{
+    int word = w->ix / 64;
+    if (word >= s->idle_words) {
+        int n = word + 1 > 2 * s->idle_words ? word + 1 : 2 * s->idle_words;
+        s->idle_bits = xrealloc(s->idle_bits, (size_t)n * sizeof(*s->idle_bits));
+        memset(s->idle_bits + s->idle_words, 0,
+               (size_t)(n - s->idle_words) * sizeof(*s->idle_bits));
+        s->idle_words = n;
+    }
+    s->idle_bits[word] |= (uint64_t)1 << (w->ix % 64);
+}
+
+/* idle_next: the first worker index >= i marked in idle_bits, or -1. Read
+ * afresh each call: a move in late binding may mark a later worker. */
+static int idle_next(const struct sched *s, int i)
+{
+    int word = i / 64;
+    if (i < 0 || word >= s->idle_words)
+        return -1;
+    uint64_t bits = s->idle_bits[word] & (~(uint64_t)0 << (i % 64));
+    while (!bits) {
+        if (++word >= s->idle_words)
+            return -1;
+        bits = s->idle_bits[word];
+    }
+    return word * 64 + __builtin_ctzll(bits);
+}
+
 static void placed_unlink(struct sched *s, struct sjob *j)
 {
     struct sworker *w = j->w;
@@ -393,6 +429,7 @@ static void placed_unlink(struct sched *s, struct sjob *j)
     worker_cap_jobs(s, w, j->cap, -1);
     w->dirty = true;
     j->w = NULL;
+    idle_mark(s, w);
     sched_worker_sync_open(s, w);
 }
 
@@ -444,6 +481,7 @@ static void running_unlink(struct sched *s, struct sjob *j)
     worker_cap_jobs(s, w, j->cap, -1);
     w->dirty = true;
     j->w = NULL;
+    idle_mark(s, w);
 }
 
 static void queue_job(struct sched *s, struct sjob *j, bool front)
@@ -625,6 +663,7 @@ int sched_worker_update(struct sched *s, const struct worker_info *wi, int64_t n
         w->nslots = w->info.concurrency;
     }
     w->dirty = true;
+    idle_mark(s, w);
     worker_join_caps(s, w);
     if (reshaped || was_usable != worker_usable(w))
         s->fleet_ver++; /* parked queues get another look */
@@ -663,6 +702,7 @@ int sched_worker_remove(struct sched *s, const char *worker_id, int64_t now,
     int ix = w->ix;
     s->workers[ix] = s->workers[--s->nworkers];
     s->workers[ix]->ix = ix;
+    idle_mark(s, s->workers[ix]); /* its bit moves with it */
     for (int k = 0; k < w->ncaps; k++)
         full_rebuild(s, w->caps[k]); /* drops entries that point at w */
     free(w->slots);
@@ -1010,10 +1050,15 @@ int sched_dispatch(struct sched *s, int64_t now,
     /* 1. Late binding: a GPU that has a free slot and nothing to start takes a
      * placed job that would finish sooner here. */
     if (s->nplaced > 0) {
-        for (int i = 0; i < s->nworkers; i++) {
+        /* In worker order, as a walk over every worker would, but only over
+         * the marked ones (sched.idle_bits): a worker found not idle loses
+         * its mark until a job leaves it or it reports. */
+        for (int i = idle_next(s, 0); i >= 0 && i < s->nworkers; i = idle_next(s, i + 1)) {
             struct sworker *w = s->workers[i];
-            if (w->placed_head || w->nrunning >= w->info.concurrency || !worker_usable(w))
+            if (w->placed_head || w->nrunning >= w->info.concurrency || !worker_usable(w)) {
+                s->idle_bits[i / 64] &= ~((uint64_t)1 << (i % 64));
                 continue;
+            }
             if (sched_rebalance_one(s, w, now, placed, arg))
                 n++;
         }
@@ -1024,7 +1069,12 @@ int sched_dispatch(struct sched *s, int64_t now,
      * the fleet changes — neither holds up other models' jobs. */
     if (s->nqueued == 0)
         return n;
-    bool *blocked = xcalloc((size_t)s->nqueues, sizeof(bool));
+    if (s->capblocked < s->nqueues) {
+        s->capblocked = s->nqueues * 2;
+        s->blocked = xrealloc(s->blocked, (size_t)s->capblocked * sizeof(bool));
+    }
+    bool *blocked = s->blocked;
+    memset(blocked, 0, (size_t)s->nqueues * sizeof(bool));
     for (;;) {
         struct sjob *best = NULL;
         for (int k = 0; k < s->nqueues; k++) {
@@ -1073,7 +1123,6 @@ int sched_dispatch(struct sched *s, int64_t now,
         if (placed)
             placed(best->spec.id, w->info.id, why, arg);
     }
-    free(blocked);
     return n;
 }
 

@@ -151,6 +151,28 @@ struct sched {
      * Measured, or the lane's nominal figure (then the headroom caps it). */
     double lane_rate[2];
     bool lane_measured[2];
+    /* Cost caches (no rule reads them; each is exact while its key holds):
+     * idle_bits: bit i is set for every worker i that may have a free slot
+     * and nothing placed (late binding's candidates, sched_dispatch step 1):
+     * set whenever a worker may become one (a placed or running job leaves
+     * it, a report), cleared by dispatch when it finds it is not — so that a
+     * decision does not walk all 1,000 workers to find the few free ones. */
+    uint64_t *idle_bits;
+    int idle_words;
+    /* The dispatch round's per-queue "skip" marks (reused, not allocated per
+     * dispatch). */
+    bool *blocked;
+    int capblocked;
+    /* Run-time estimates of the job being decided, per GPU class
+     * (sched_decide; run_memo_job NULL elsewhere): the estimator does not
+     * change during a decision, and a decision asks the same (model, class,
+     * work) of every worker of a class. Valid where run_memo_gen[class] ==
+     * run_memo_cur. */
+    const struct sjob *run_memo_job;
+    double *run_memo;
+    uint64_t *run_memo_gen;
+    uint64_t run_memo_cur;
+    int caprunmemo;
 };
 
 int sched_model_index(struct sched *s, const char *name, int64_t vram_hint);
@@ -213,6 +235,11 @@ bool sched_headroom_blocks(const struct sched *s, const struct sworker *w, int64
 double sched_headroom_batch_rate(const struct sched *s, int cap, int64_t now);
 
 /* sched_score.c */
+/* sched_reason_printf: vsnprintf into r (n bytes, truncated), the same
+ * bytes; the formats of the reasons (%s, %d, %.0f-%.2f, %%) without printf's
+ * cost, any other through vsnprintf. */
+__attribute__((format(printf, 3, 4))) void sched_reason_printf(char *r, size_t n, const char *fmt,
+                                                                ...);
 /* sched_demand_note counts an arrival of cost_s nominal GPU-seconds in q. */
 void sched_demand_note(const struct sched *s, struct squeue *q, double cost_s, int64_t now);
 

@@ -7,18 +7,126 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "core/sched_int.h"
 #include "core/vram.h"
 
-/* reason_printf writes a one-line reason, truncated to fit (by design). */
-__attribute__((format(printf, 3, 4))) static void reason_printf(char *r, size_t n, const char *fmt,
-                                                                 ...)
+/* The explanation is written for every decision (R21) and printf's
+ * exact float formatting was a quarter of a decision's instructions at
+ * 1,000 GPUs (bench/sched-ir). reason_put_fixed writes what printf("%.Nf")
+ * writes for N <= 2 — the exact binary value rounded to nearest, ties to
+ * even — or returns false where printf must (not finite, too large). */
+struct reason_buf {
+    char *p;
+    size_t n, len; /* len: the length untruncated, as vsnprintf returns */
+};
+
+static void reason_put(struct reason_buf *b, const char *src, size_t k)
 {
-    va_list ap;
+    size_t at = b->len < b->n - 1 ? b->len : b->n - 1;
+    size_t room = b->n - 1 - at;
+    memcpy(b->p + at, src, k < room ? k : room);
+    b->len += k;
+}
+
+static bool reason_put_fixed(struct reason_buf *b, double x, int prec)
+{
+    static const double scale[] = {1, 10, 100};
+    static const uint64_t pow10[] = {1, 10, 100};
+    /* Below 1e13, x * 100 < 2^52: its fraction and 0.5 are multiples of its
+     * ulp, so the product's rounding error (exact, from fma) decides only an
+     * exact tie in the product. */
+    if (!isfinite(x) || fabs(x) >= 1e13 || prec < 0 || prec > 2)
+        return false;
+    double a = fabs(x);
+    double p = a * scale[prec];
+    double err = fma(a, scale[prec], -p);
+    double fl = floor(p);
+    double f = p - fl;
+    uint64_t q = (uint64_t)fl;
+    if (f > 0.5 || (f == 0.5 && (err > 0 || (err == 0 && (q & 1)))))
+        q++;
+    char tmp[48];
+    int k = (int)sizeof(tmp);
+    uint64_t ip = q / pow10[prec], fp = q % pow10[prec];
+    for (int d = 0; d < prec; d++) {
+        tmp[--k] = (char)('0' + fp % 10);
+        fp /= 10;
+    }
+    if (prec > 0)
+        tmp[--k] = '.';
+    do {
+        tmp[--k] = (char)('0' + ip % 10);
+        ip /= 10;
+    } while (ip);
+    if (signbit(x))
+        tmp[--k] = '-';
+    reason_put(b, tmp + k, sizeof(tmp) - (size_t)k);
+    return true;
+}
+
+/* reason_fast: the formats the reasons use (%s, %d, %.Nf with N <= 2, %%)
+ * without printf; false at anything else (then nothing is promised of r). */
+static bool reason_fast(char *r, size_t n, const char *fmt, va_list ap)
+{
+    struct reason_buf b = {r, n, 0};
+    for (const char *c = fmt; *c;) {
+        if (*c != '%') {
+            const char *e = strchr(c, '%');
+            size_t k = e ? (size_t)(e - c) : strlen(c);
+            reason_put(&b, c, k);
+            c += k;
+            continue;
+        }
+        if (c[1] == '%') {
+            reason_put(&b, "%", 1);
+            c += 2;
+        } else if (c[1] == 's') {
+            const char *str = va_arg(ap, const char *);
+            if (!str)
+                return false;
+            reason_put(&b, str, strlen(str));
+            c += 2;
+        } else if (c[1] == 'd') {
+            long long v = va_arg(ap, int);
+            char tmp[24];
+            int k = (int)sizeof(tmp);
+            unsigned long long u = v < 0 ? (unsigned long long)-v : (unsigned long long)v;
+            do {
+                tmp[--k] = (char)('0' + u % 10);
+                u /= 10;
+            } while (u);
+            if (v < 0)
+                tmp[--k] = '-';
+            reason_put(&b, tmp + k, sizeof(tmp) - (size_t)k);
+            c += 2;
+        } else if (c[1] == '.' && c[2] >= '0' && c[2] <= '2' && c[3] == 'f') {
+            if (!reason_put_fixed(&b, va_arg(ap, double), c[2] - '0'))
+                return false;
+            c += 4;
+        } else {
+            return false;
+        }
+    }
+    b.p[b.len < b.n - 1 ? b.len : b.n - 1] = '\0';
+    return true;
+}
+
+void sched_reason_printf(char *r, size_t n, const char *fmt, ...)
+{
+    if (n == 0)
+        return;
+    va_list ap, again;
     va_start(ap, fmt);
-    vsnprintf(r, n, fmt, ap);
+    va_copy(again, ap);
+    if (!reason_fast(r, n, fmt, ap))
+        vsnprintf(r, n, fmt, again);
+    va_end(again);
     va_end(ap);
 }
+
+/* reason_printf writes a one-line reason, truncated to fit (by design). */
+#define reason_printf sched_reason_printf
 
 static double ns_to_s(int64_t ns)
 {
@@ -519,11 +627,34 @@ static bool resident_elsewhere(const struct sched *s, int model, const struct sw
     return false;
 }
 
+/* j's estimated run on w at nominal speed: the estimator's figure, asked once
+ * per GPU class in a decision (sched.run_memo; the same figure). */
+static double run_nominal_s(struct sched *s, const struct sworker *w, const struct sjob *j)
+{
+    int k = w->gpu_class;
+    if (s->run_memo_job != j || k < 0 || k >= s->caprunmemo)
+        return estimator_run_s(s->est, j->model, k, j->work);
+    if (s->run_memo_gen[k] != s->run_memo_cur) {
+        s->run_memo[k] = estimator_run_s(s->est, j->model, k, j->work);
+        s->run_memo_gen[k] = s->run_memo_cur;
+    }
+    return s->run_memo[k];
+}
+
+/* The candidate's worker id, as snprintf("%s") would write it, without
+ * formatting: scored for every open worker of a decision. */
+static void copy_id(char *dst, const char *src)
+{
+    size_t n = strnlen(src, SCHED_NAME_MAX - 1);
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
 int sched_score_one(struct sched *s, struct sworker *w, const struct sjob *j, int64_t now,
                     struct sched_candidate *c)
 {
     memset(c, 0, sizeof(*c));
-    snprintf(c->worker_id, sizeof(c->worker_id), "%s", w->info.id);
+    copy_id(c->worker_id, w->info.id);
     if (!w->info.healthy || w->info.draining)
         return SCORE_F_UNHEALTHY;
     if (sched_worker_cap_slot(w, j->cap) < 0)
@@ -549,7 +680,7 @@ int sched_score_one(struct sched *s, struct sworker *w, const struct sjob *j, in
             start = w->all_free_ns;
         c->evictions = nv;
         c->speed = worker_speed(w);
-        c->run_s = estimator_run_s(s->est, j->model, w->gpu_class, j->work) / c->speed;
+        c->run_s = run_nominal_s(s, w, j) / c->speed;
         bool may_push_scarce = j->spec.lane != SCHED_LANE_BATCH || batch_starving(s, j, now);
         for (int k = 0; k < nv; k++) {
             int victim = w->proj_model[victims[k]];
@@ -564,7 +695,7 @@ int sched_score_one(struct sched *s, struct sworker *w, const struct sjob *j, in
         c->load_s = model_load_s(s, j->model);
     }
     c->speed = worker_speed(w);
-    c->run_s = estimator_run_s(s->est, j->model, w->gpu_class, j->work) / c->speed;
+    c->run_s = run_nominal_s(s, w, j) / c->speed;
     c->wait_s = start > now ? ns_to_s(start - now) : 0;
     c->thermal_factor = thermal_factor(s, w);
     c->load_ratio = (double)(w->nrunning + w->nplaced) / (double)w->info.concurrency;
@@ -808,14 +939,14 @@ static struct sworker *decide(struct sched *s, struct sjob *j, int64_t now,
         why->cand[0] = oc;
         kept_w[0] = ow;
         kept_seq[0] = os;
-        snprintf(why->winner, sizeof(why->winner), "%s", oc.worker_id);
+        copy_id(why->winner, oc.worker_id);
         reason_printf(why->reason, sizeof(why->reason),
                       "starts now%s: finishes at %.2fs, within the %.2fs wait for %s (%.2fs)",
                       oc.warm ? "" : " (cold load)", oc.score_s, bc.wait_s, bc.worker_id,
                       bc.score_s);
         return ow;
     }
-    snprintf(why->winner, sizeof(why->winner), "%s", why->cand[0].worker_id);
+    copy_id(why->winner, why->cand[0].worker_id);
     explain_reason(why);
     if (batch_starving(s, j, now)) {
         char r[sizeof(why->reason)];
@@ -833,7 +964,18 @@ static struct sworker *decide(struct sched *s, struct sjob *j, int64_t now,
 struct sworker *sched_decide(struct sched *s, struct sjob *j, int64_t now,
                              struct sched_explain *why)
 {
+    if (s->caprunmemo < s->nclasses) {
+        int n = s->nclasses + 8;
+        s->run_memo = xrealloc(s->run_memo, (size_t)n * sizeof(*s->run_memo));
+        s->run_memo_gen = xrealloc(s->run_memo_gen, (size_t)n * sizeof(*s->run_memo_gen));
+        memset(s->run_memo_gen + s->caprunmemo, 0,
+               (size_t)(n - s->caprunmemo) * sizeof(*s->run_memo_gen));
+        s->caprunmemo = n;
+    }
+    s->run_memo_cur++;
+    s->run_memo_job = j;
     struct sworker *w = decide(s, j, now, why);
+    s->run_memo_job = NULL;
     s->speed_ref = 0;
     return w;
 }
@@ -891,7 +1033,7 @@ bool sched_rebalance_one(struct sched *s, struct sworker *f, int64_t now,
     why->nkept = 2;
     why->cand[0] = best_new;
     why->cand[1] = best_old;
-    snprintf(why->winner, sizeof(why->winner), "%s", f->info.id);
+    copy_id(why->winner, f->info.id);
     reason_printf(why->reason, sizeof(why->reason),
              "late binding: moved from %s, est. finish %.2fs instead of %.2fs", best_old.worker_id,
              best_new.score_s, best_old.score_s);

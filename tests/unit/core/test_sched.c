@@ -11,6 +11,7 @@
  * behind the interactive headroom, batch jobs that leave a model few
  * GPUs can hold to its jobs (and its last copy even when starving), and
  * batch jobs near their objective that go with the interactive lane. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +23,7 @@
 #include "common/err.h"
 #include "core/headroom.h"
 #include "core/queue.h"
+#include "core/sched_int.h"
 #include "core/sched.h"
 
 #define S(x) ((int64_t)((x) * 1e9))
@@ -1086,6 +1088,98 @@ static void test_idle_gpu_takes_job_placed_behind_an_overdue_one(void **state)
     sched_destroy(s);
 }
 
+/* Late binding looks only at the GPUs that may be idle (sched.idle_bits): a
+ * GPU found full loses its mark, and must get it back when a report gives
+ * it a free slot — else the job placed behind a long one would stay there. */
+static void test_late_binding_sees_a_gpu_freed_by_a_report(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched(); /* two placed per GPU */
+    struct worker_info w[2];
+    for (int i = 0; i < 2; i++) {
+        char id[8];
+        snprintf(id, sizeof(id), "gpu%d", i);
+        mk_worker(&w[i], id, 32768);
+        load(&w[i], "image-v2", 22528);
+        assert_int_equal(sched_worker_update(s, &w[i], 0), 0);
+    }
+    struct rec r = {0};
+    uint64_t id;
+    add(s, 1, "image.fast", "image-v2", 16, 0); /* 40 s each */
+    add(s, 2, "image.fast", "image-v2", 16, 0);
+    add(s, 3, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 3);
+    assert_int_equal(r.job, 3);
+    int behind = strcmp(r.worker, "gpu0") == 0 ? 0 : 1, other = 1 - behind;
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    assert_int_equal(sched_take(s, "gpu1", 0, &id), 0);
+    /* Both GPUs busy: job 3 has nowhere better to go; both lose their mark. */
+    assert_int_equal(sched_dispatch(s, S(1), on_placed, &r), 0);
+    /* The other GPU now reports two slots: it takes job 3 at once. */
+    w[other].concurrency = 2;
+    assert_int_equal(sched_worker_update(s, &w[other], S(2)), 0);
+    assert_int_equal(sched_dispatch(s, S(2), on_placed, &r), 1);
+    assert_int_equal(r.job, 3);
+    assert_string_equal(r.worker, w[other].id);
+    assert_non_null(strstr(r.why.reason, "late binding"));
+    sched_destroy(s);
+}
+
+/* The reasons are written without printf where they can be: the bytes must
+ * be printf's, rounding (ties to even on the exact binary value), signs,
+ * truncation and the formats it leaves to vsnprintf included. */
+/* Every format passed here takes (string, double, int, double). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+static void check_reason(size_t n, const char *fmt, double x, int d, const char *str)
+{
+    char want[200], got[200];
+    memset(got, 'x', sizeof(got));
+    snprintf(want, n, fmt, str, x, d, x);
+    sched_reason_printf(got, n, fmt, str, x, d, x);
+    if (strcmp(want, got) != 0)
+        fail_msg("fmt \"%s\" n %zu x %.17g: printf \"%s\", reason \"%s\"", fmt, n, x, want, got);
+}
+#pragma GCC diagnostic pop
+
+static void test_reason_text_is_printfs(void **state)
+{
+    (void)state;
+    const char *fmts[] = {"%s: %.2fs (%d) %.2f", "%s %.1f %d%% %.0f", "%s%.0f x%d %.1f",
+                          "a %s b %.2f c %d d %.2e"}; /* the last through vsnprintf */
+    const double fixed[] = {0, -0.0, 0.5, 1.5, 2.5, 0.125, 0.375, 0.005, 0.015, 0.025, 1.005,
+                            2.675, -0.004, -0.005, -1.5, 0.045, 1e-300, 9.995, 99.995,
+                            123456.785, 1e12, 9999999999999.0, 1e13, 1e300, 4.35, 0.05,
+                            0.15, 0.25, 0.35, 1.0 / 3, 2.0 / 3, 59.999, 3.14159};
+    const size_t sizes[] = {200, 160, 12, 5, 2, 1};
+    for (size_t f = 0; f < sizeof(fmts) / sizeof(fmts[0]); f++)
+        for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++)
+            for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+                check_reason(sizes[z], fmts[f], fixed[i], (int)i - 5, "gpu12");
+    /* Many values near every rounding boundary: k / 200 (the ties of %.2f,
+     * mostly not exact in binary) and a few ulps around them, and random
+     * magnitudes. */
+    uint64_t r = 88172645463325252ULL;
+    for (int k = -20000; k <= 20000; k++) {
+        double t = k / 200.0;
+        for (int u = -2; u <= 2; u++) {
+            double x = t;
+            for (int m = 0; m < (u < 0 ? -u : u); m++)
+                x = nextafter(x, u < 0 ? -INFINITY : INFINITY);
+            check_reason(200, fmts[0], x, k, "w");
+            check_reason(200, fmts[1], x, k, "w");
+        }
+        r ^= r << 13;
+        r ^= r >> 7;
+        r ^= r << 17;
+        double y = (double)(r >> 11) / (double)(1ULL << 53) * pow(10, (double)(k % 16));
+        check_reason(200, fmts[0], k < 0 ? -y : y, k, "w");
+        check_reason(200, fmts[2], y, k, "w");
+    }
+    check_reason(200, "%s nan %.2f %d %.1f", NAN, 1, "w");
+    check_reason(200, "%s inf %.2f %d %.1f", -INFINITY, 1, "w");
+}
+
 /* A fast GPU frees in `at` - 2.5 s after job 1 started there; a slower warm
  * one (0.8) is idle. Job 2 arrives at `at`. */
 static void start_now_case(double at, const char *want, bool starts_now)
@@ -1721,6 +1815,8 @@ int main(void)
         cmocka_unit_test(test_eta_counts_shared_work_and_cold_load),
         cmocka_unit_test(test_default_binds_only_where_it_starts),
         cmocka_unit_test(test_idle_gpu_takes_job_placed_behind_an_overdue_one),
+        cmocka_unit_test(test_late_binding_sees_a_gpu_freed_by_a_report),
+        cmocka_unit_test(test_reason_text_is_printfs),
         cmocka_unit_test(test_start_now_within_the_wait),
         cmocka_unit_test(test_start_now_on_a_cold_gpu_in_demand),
         cmocka_unit_test(test_slo_long_job_waits_for_its_model_while_in_time),
