@@ -148,7 +148,10 @@ static int count_jobs(const struct worker *w, bool warmup)
 /* Takes a job out (under mu), releasing its model. */
 static void job_remove(struct worker *w, struct job *j)
 {
-    if (!j->warmup) /* its input files, if any (the poller wrote them before the job came) */
+    /* Its input files, if any (the poller wrote them before the job came, and
+     * only for a job whose params name inputs: the others have no directory
+     * to look for, which was one failed opendir per job). */
+    if (!j->warmup && json_object_get(j->params, "inputs"))
         agent_inputs_cleanup(cfg_of(w)->work_dir, w->id, j->rid);
     pthread_mutex_lock(&w->mu);
     if (j->phase == JOB_RUNNING) {

@@ -32,7 +32,8 @@
 #define STALL_SLACK_NS (2 * LIFECYCLE_TICK_NS)
 
 enum dmsg_kind {
-    M_JOB_ADD, M_JOB_CANCEL, M_JOB_FINISHED, M_WORKER_UPDATE, M_WORKER_REMOVE, M_POLL,
+    M_JOB_ADD, M_JOB_CANCEL, M_JOB_FINISHED, M_JOB_RELEASED, M_WORKER_UPDATE, M_WORKER_REMOVE,
+    M_POLL,
     M_KICK, /* nothing to apply: run a round (after a pause, resume or promotion) */
     M_JOBS_ADD, /* many queued jobs at once (recovery): specs[0..nspecs) */
 };
@@ -235,6 +236,19 @@ void dispatcher_job_finished(struct dispatcher *d, uint64_t job_id, const char *
     m->ok = ok;
     m->verdict = cls != NULL;
     snprintf(m->cls, sizeof m->cls, "%s", cls ? cls : "");
+    m->load_ns = load_ns;
+    m->run_ns = run_ns;
+    post(d, m);
+}
+
+void dispatcher_job_released(struct dispatcher *d, uint64_t job_id, const char *worker_id,
+                             int64_t load_ns, int64_t run_ns)
+{
+    struct dmsg *m = xcalloc(1, sizeof *m);
+    m->kind = M_JOB_RELEASED;
+    m->job_id = job_id;
+    snprintf(m->worker_id, sizeof m->worker_id, "%s", worker_id);
+    m->ok = true;
     m->load_ns = load_ns;
     m->run_ns = run_ns;
     post(d, m);
@@ -682,6 +696,14 @@ static bool handle(struct dispatcher *d, struct dmsg *m, int64_t now)
                 breaker_record(&d->h->cfg.breaker, b, m->ok, m->cls, now);
             breaker_event(d, m->worker_id, b, ev);
         }
+        refresh_worker(d, m->worker_id, now);
+        break;
+    case M_JOB_RELEASED:
+        /* Only the scheduler's slot (and what the run teaches): the job's end
+         * for admission, the registry and the breaker comes with
+         * M_JOB_FINISHED once it is durable, whose sched_job_finished then
+         * finds the job gone and changes nothing. */
+        sched_job_finished(d->sched, m->job_id, m->ok, m->load_ns, m->run_ns, now);
         refresh_worker(d, m->worker_id, now);
         break;
     case M_WORKER_UPDATE:

@@ -47,6 +47,14 @@ void dispatcher_job_cancel(struct dispatcher *d, uint64_t job_id);
  * count, and (cls non-NULL: "" for success) records it on the worker's breaker. */
 void dispatcher_job_finished(struct dispatcher *d, uint64_t job_id, const char *worker_id,
                              bool ok, const char *cls, int64_t load_ns, int64_t run_ns);
+/* A successful attempt's result reached the head and waits for its commit:
+ * frees the worker's slot in the scheduler now (the agent freed it when it
+ * queued the result) and learns the run's times, so the worker's next job
+ * does not wait for this commit. Nothing else: dispatcher_job_finished
+ * follows once the result is durable (and, if it never is, the attempt's
+ * retried report or its lease ends it as before). */
+void dispatcher_job_released(struct dispatcher *d, uint64_t job_id, const char *worker_id,
+                             int64_t load_ns, int64_t run_ns);
 /* The registry changed for this worker (registered, heartbeat). */
 void dispatcher_worker_update(struct dispatcher *d, const char *worker_id);
 /* The worker left (deregistered): placed jobs go back to the queue, running ones are re-queued. */

@@ -652,8 +652,13 @@ void head_complete(struct head *h, uint64_t id, const char *worker, int attempt,
     o->op.done = complete_done;
     o->done = done;
     o->done_arg = arg;
-    committer_submit(h->committer, &o->op);
+    char wid[sizeof o->ended.worker];
+    memcpy(wid, o->ended.worker, sizeof wid);
+    committer_submit(h->committer, &o->op); /* o may be gone once unlocked */
     jobs_unlock(h->jobs);
+    /* The worker's slot need not wait for this commit: clients see the job
+     * succeed only from complete_done, once the result is durable. */
+    dispatcher_job_released(h->disp, id, wid, load_ms * NS_PER_MS, run_ms * NS_PER_MS);
 }
 
 void head_fail(struct head *h, uint64_t id, const char *worker, int attempt, uint64_t epoch,
