@@ -1694,6 +1694,66 @@ static void test_urgent_batch_job_leaves_a_scarce_models_gpu(void **state)
     sched_destroy(s);
 }
 
+/* Rule 14: a scarce model's second home. video fits only the two 32 GB GPUs
+ * of four (gpu0 holds it and runs a 75 s video job; gpu1 holds image-v2,
+ * in demand); the two 24 GB GPUs run image jobs. At 60 s, video job 2
+ * would finish on gpu0 at 90 s, and on gpu1 at 162.5 s (a 10 s load, its
+ * run, image-v2's reload and the image jobs it keeps off gpu1). Alone, it
+ * is held for gpu0. With two more video jobs behind it, gpu0 alone would
+ * serve them in 150 s more, so it loads video on gpu1 now. Without the
+ * rule the backlog was shared over every full GPU (3, two of which cannot
+ * hold video), 50 s, and it was held. */
+static void second_home_case(int behind, bool loads)
+{
+    struct sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.queue_depth = 0;
+    cfg.evict_weight = 1.0;
+    cfg.headroom_window_s = 100000; /* image-v2's demand does not fade here */
+    struct sched *s = mk_sched_cfg(&cfg);
+    struct worker_info w;
+    const char *ids[] = {"gpu2", "gpu3", "gpu0", "gpu1"};
+    for (int i = 0; i < 4; i++) {
+        mk_worker(&w, ids[i], i < 2 ? 24576 : 32768);
+        if (i == 2)
+            load(&w, "video", 28672);
+        else
+            load(&w, "image-v2", 22528);
+        assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    }
+    struct rec r = {0};
+    uint64_t id;
+    add(s, 10, "image.fast", "image-v2", 1, 0);
+    add(s, 11, "image.fast", "image-v2", 1, 0);
+    add(s, 1, "video", "video", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 3);
+    assert_int_equal(sched_take(s, "gpu2", 0, &id), 0);
+    assert_int_equal(sched_take(s, "gpu3", 0, &id), 0);
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    assert_int_equal(id, 1);
+    for (int k = 0; k <= behind; k++)
+        add(s, 2 + (uint64_t)k, "video", "video", 1, S(60));
+    if (loads) {
+        assert_int_equal(sched_dispatch(s, S(60), on_placed, &r), 1);
+        assert_int_equal(r.job, 2);
+        assert_string_equal(r.worker, "gpu1");
+        assert_false(r.why.cand[0].warm);
+    } else {
+        assert_int_equal(sched_dispatch(s, S(60), on_placed, &r), 0);
+        struct sched_stats st;
+        sched_stats(s, &st);
+        assert_true(st.holds > 0);
+    }
+    sched_destroy(s);
+}
+
+static void test_scarce_model_backlog_loads_a_second_home(void **state)
+{
+    (void)state;
+    second_home_case(0, false);
+    second_home_case(2, true);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1734,6 +1794,7 @@ int main(void)
         cmocka_unit_test(test_starving_batch_leaves_a_scarce_model_one_home),
         cmocka_unit_test(test_urgent_batch_job_goes_with_the_interactive_lane),
         cmocka_unit_test(test_urgent_batch_job_leaves_a_scarce_models_gpu),
+        cmocka_unit_test(test_scarce_model_backlog_loads_a_second_home),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
