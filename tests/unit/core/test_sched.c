@@ -1754,6 +1754,49 @@ static void test_scarce_model_backlog_loads_a_second_home(void **state)
     second_home_case(2, true);
 }
 
+/* Rule 15: a long batch job that would miss its objective even if it
+ * started now queues on a busy GPU. gpu0 holds image-v2 and video and runs
+ * image jobs back to back (objective 10 s); a batch video job (75 s,
+ * objective 120 s) is longer than any interactive objective, so rule 13
+ * only orders it (urgent from 15 s) and it waits for a free slot, which
+ * never comes while image jobs are placed. Past 45 s (45 + 75 > 120) it
+ * queues behind the running image job. Without the rule it still waits. */
+static void test_late_long_batch_job_queues(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    assert_int_equal(sched_cap_slo(s, "image.fast", 10), 0);
+    assert_int_equal(sched_cap_slo(s, "video", 120), 0);
+    struct worker_info w;
+    mk_worker(&w, "gpu0", 65536);
+    load(&w, "image-v2", 22528);
+    load(&w, "video", 28672);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    struct rec r = {0};
+    uint64_t id;
+    add(s, 1, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    assert_int_equal(id, 1);
+    struct job_spec j;
+    mk_job(&j, 2, "video", "video", 1);
+    j.lane = SCHED_LANE_BATCH;
+    j.submit_ns = 0;
+    assert_int_equal(sched_job_add(s, &j, 0), 0);
+    assert_int_equal(sched_dispatch(s, S(20), on_placed, &r), 0); /* urgent, not late */
+    add(s, 3, "image.fast", "image-v2", 1, S(40));
+    assert_int_equal(sched_dispatch(s, S(40), on_placed, &r), 1);
+    assert_int_equal(r.job, 3);
+    assert_int_equal(sched_job_finished(s, 1, true, 0, S(44), S(44)), 0);
+    assert_int_equal(sched_take(s, "gpu0", S(44), &id), 0);
+    assert_int_equal(id, 3);
+    assert_int_equal(sched_dispatch(s, S(44), on_placed, &r), 0); /* 44 + 75 < 120 */
+    assert_int_equal(sched_dispatch(s, S(46), on_placed, &r), 1);
+    assert_int_equal(r.job, 2);
+    assert_string_equal(r.worker, "gpu0");
+    sched_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1795,6 +1838,7 @@ int main(void)
         cmocka_unit_test(test_urgent_batch_job_goes_with_the_interactive_lane),
         cmocka_unit_test(test_urgent_batch_job_leaves_a_scarce_models_gpu),
         cmocka_unit_test(test_scarce_model_backlog_loads_a_second_home),
+        cmocka_unit_test(test_late_long_batch_job_queues),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
