@@ -449,12 +449,12 @@ bool sched_batch_urgent(const struct sched *s, const struct sjob *j, int64_t now
  * it started now (age + run past LATE_SHARE of the objective): waiting on
  * for a free slot no longer keeps it in time, it only makes the miss larger,
  * and in a burst no slot frees while interactive jobs are placed on every
- * GPU. On zoo-nofit (video: 60 s, objective 300 s; seeds 1..10, medians)
- * video p99 369.5 -> 322.7 s, image.sdxl p50 / p99 / SLO 5.15 / 22.8 /
- * 0.825 -> 5.07 / 22.5 / 0.847; seeds 11..20, not tuned on: video 339.3 ->
- * 313.7 s, image.sdxl 5.05 / 23.1 / 0.855 -> 4.95 / 20.8 / 0.868. Shares
- * 0.9 / 0.95 / 1.2 gave video 314 / 323 / 362 s and image.sdxl p99 25.6 /
- * 25.2 / 22.3 s (seeds 1..10). */
+ * GPU. On zoo-nofit, with rule 14 (video: 60 s, objective 300 s; seeds
+ * 1..10, medians): video p99 369.5 -> 322.7 s, image.sdxl p50 / p99 / SLO
+ * 5.15 / 22.8 / 0.825 -> 5.07 / 22.5 / 0.847; seeds 11..20, not tuned on:
+ * video 339.3 -> 313.7 s, image.sdxl 5.05 / 23.1 / 0.855 -> 4.95 / 20.8 /
+ * 0.868. Shares 0.9 / 0.95 / 1.2 gave video 314 / 323 / 362 s and
+ * image.sdxl p99 25.6 / 25.2 / 22.3 s (seeds 1..10). */
 #define LATE_SHARE 1.0
 
 static bool urgent_queues(const struct sched *s, const struct sjob *j, int64_t now)
