@@ -21,6 +21,7 @@
 
 #include "common/err.h"
 #include "core/headroom.h"
+#include "core/preempt.h"
 #include "core/queue.h"
 #include "core/sched.h"
 
@@ -1797,6 +1798,63 @@ static void test_late_long_batch_job_queues(void **state)
     sched_destroy(s);
 }
 
+/* Rule 16: preemption only where the interactive job's model is resident.
+ * gpu0 holds image-v2 and runs a 20 s interactive image job; gpu1 holds
+ * video and runs a batch video job. An image job placed behind gpu0's job
+ * would wait 17 s more (bound 1 s), but preempting the video job would mean
+ * loading image-v2 on gpu1 (pushing out video): no preemption. With image-v2
+ * also on gpu1, the video job is preempted for it. Without the rule the
+ * video job is preempted in both cases. */
+static void preempt_warm_case(bool gpu1_holds_image, bool preempts)
+{
+    struct sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.headroom_share = 0; /* the headroom plays no part here */
+    cfg.preempt_after_s = 1.0;
+    struct sched *s = mk_sched_cfg(&cfg);
+    struct worker_info w;
+    mk_worker(&w, "gpu0", 32768);
+    load(&w, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    mk_worker(&w, "gpu1", gpu1_holds_image ? 65536 : 32768);
+    load(&w, "video", 28672);
+    if (gpu1_holds_image)
+        load(&w, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    struct rec r = {0};
+    uint64_t id;
+    add(s, 1, "image.fast", "image-v2", 8, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu0");
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    struct job_spec j;
+    mk_job(&j, 2, "video", "video", 1);
+    j.lane = SCHED_LANE_BATCH;
+    assert_int_equal(sched_job_add(s, &j, 0), 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu1");
+    assert_int_equal(sched_take(s, "gpu1", 0, &id), 0);
+    add(s, 3, "image.fast", "image-v2", 1, S(1));
+    sched_dispatch(s, S(1), on_placed, &r);
+    struct sched_preempt p;
+    if (preempts) {
+        assert_int_equal(sched_preempt_pick(s, S(3), &p), 1);
+        assert_int_equal(p.victim, 2);
+        assert_int_equal(p.for_job, 3);
+        assert_string_equal(p.worker, "gpu1");
+    } else {
+        assert_int_equal(sched_preempt_pick(s, S(3), &p), 0);
+    }
+    sched_destroy(s);
+}
+
+static void test_preempt_only_where_the_model_is_resident(void **state)
+{
+    (void)state;
+    preempt_warm_case(false, false);
+    preempt_warm_case(true, true);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1839,6 +1897,7 @@ int main(void)
         cmocka_unit_test(test_urgent_batch_job_leaves_a_scarce_models_gpu),
         cmocka_unit_test(test_scarce_model_backlog_loads_a_second_home),
         cmocka_unit_test(test_late_long_batch_job_queues),
+        cmocka_unit_test(test_preempt_only_where_the_model_is_resident),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
