@@ -552,7 +552,19 @@ bool sched_batch_urgent(const struct sched *s, const struct sjob *j, int64_t now
  * with the interactive lane but still starts only on a free slot. On
  * zoo-nofit urgent video (60 s) queued in front of image jobs: every
  * interactive model's p99 rose (the within-bound count fell from 7-10 to
- * 5-8 of 10 seeds for all 9 short ones). */
+ * 5-8 of 10 seeds for all 9 short ones).
+ * Rule 15: a longer one queues too once it would miss its objective even if
+ * it started now (age + run past LATE_SHARE of the objective): waiting on
+ * for a free slot no longer keeps it in time, it only makes the miss larger,
+ * and in a burst no slot frees while interactive jobs are placed on every
+ * GPU. On zoo-nofit, with rule 14 (video: 60 s, objective 300 s; seeds
+ * 1..10, medians): video p99 369.5 -> 322.7 s, image.sdxl p50 / p99 / SLO
+ * 5.15 / 22.8 / 0.825 -> 5.07 / 22.5 / 0.847; seeds 11..20, not tuned on:
+ * video 339.3 -> 313.7 s, image.sdxl 5.05 / 23.1 / 0.855 -> 4.95 / 20.8 /
+ * 0.868. Shares 0.9 / 0.95 / 1.2 gave video 314 / 323 / 362 s and
+ * image.sdxl p99 25.6 / 25.2 / 22.3 s (seeds 1..10). */
+#define LATE_SHARE 1.0
+
 static bool urgent_queues(const struct sched *s, const struct sjob *j, int64_t now)
 {
     if (!sched_batch_urgent(s, j, now))
@@ -561,7 +573,10 @@ static bool urgent_queues(const struct sched *s, const struct sjob *j, int64_t n
     for (int k = 0; k < s->ncaps; k++)
         if (s->caps[k].interactive && s->caps[k].slo_s > lim)
             lim = s->caps[k].slo_s;
-    return j->cost_s <= lim;
+    if (j->cost_s <= lim)
+        return true;
+    double slo = s->caps[j->cap].slo_s;
+    return ns_to_s(now - j->spec.submit_ns) + j->cost_s > LATE_SHARE * slo;
 }
 
 /* Batch binds late (R8): a batch job goes only to a worker with a free slot,
@@ -847,6 +862,7 @@ static struct sworker *decide(struct sched *s, struct sjob *j, int64_t now,
      * would wait for warm GPUs forever instead of loading a cold one). */
     double slack = slo_finish_s(s, j, now);
     bool hold = false, slo_hold = false, scored = false;
+    int nhomes = 0;
     struct sched_candidate fc;
     struct sworker *fw = sched_full_top(s, j->cap);
     if (fw && !why->cand[0].warm && j->spec.model[0]) {
@@ -877,6 +893,7 @@ static struct sworker *decide(struct sched *s, struct sjob *j, int64_t now,
                 continue;
             if (sched_score_one(s, w, j, now, &tc) != SCORE_OK || !tc.warm)
                 continue;
+            nhomes++;
             if (!best || tc.score_s < fc.score_s) {
                 best = w;
                 fc = tc;
@@ -886,11 +903,29 @@ static struct sworker *decide(struct sched *s, struct sjob *j, int64_t now,
         scored = best != NULL;
     }
     if (fw && (scored || sched_score_one(s, fw, j, now, &fc) == SCORE_OK)) {
-        int nfull = cap->usable - cap->nopen;
+        /* Rule 14: a scarce model's second home. Its queue waits for the
+         * GPUs that hold it, not for every full GPU of the capability: on
+         * zoo-nofit llm-70b fits only the four L40S and one of them often
+         * holds it, so the backlog shared over all 16 looked small, and
+         * chat.large jobs queued 5-8 deep behind that one GPU (p99 62 s,
+         * oracle 50 s) while the other L40S took image and video jobs.
+         * Shared over its homes, a backlog that one GPU cannot serve makes
+         * the next job load the model on a second GPU once the wait it
+         * saves pays for the load; as the backlog drains, the hold returns
+         * (and rule 2's demand weight keeps the new home from being pushed
+         * out at once). Only for a scarce model (rule 11's): for the others
+         * any full GPU may soon take the model, and sharing over homes made
+         * image.sdxl's p99 21.4 -> 27.9 s. nhomes counts the homes among
+         * the HOLD_SCAN full GPUs looked at, so it stays bounded. */
+        bool scarce = scored && model_scarcity(s, j->model) >= SCARCE_HOMES;
+        int nfull = scarce ? nhomes : cap->usable - cap->nopen;
         int behind = j->state == SJOB_QUEUED ? s->queues[j->qix].q.count - 1 : 0;
         double backlog = behind > 0 ? behind * fc.run_s / (nfull > 0 ? nfull : 1) : 0;
         hold = fc.score_s + backlog + s->cfg.move_margin_s < why->cand[0].score_s;
-        if (!hold && scored && why->cand[0].evict_penalty_s > 0 && fc.score_s <= slack)
+        /* Rule 14 too: rule 9 holds a scarce model's job for its home only
+         * while the queue behind it also finishes in time there. */
+        if (!hold && scored && why->cand[0].evict_penalty_s > 0 &&
+            fc.score_s + (scarce ? backlog : 0) <= slack)
             slo_hold = true;
     }
     if (slo_hold) {

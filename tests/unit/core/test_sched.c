@@ -22,6 +22,7 @@
 
 #include "common/err.h"
 #include "core/headroom.h"
+#include "core/preempt.h"
 #include "core/queue.h"
 #include "core/sched_int.h"
 #include "core/sched.h"
@@ -1788,6 +1789,166 @@ static void test_urgent_batch_job_leaves_a_scarce_models_gpu(void **state)
     sched_destroy(s);
 }
 
+/* Rule 14: a scarce model's second home. video fits only the two 32 GB GPUs
+ * of four (gpu0 holds it and runs a 75 s video job; gpu1 holds image-v2,
+ * in demand); the two 24 GB GPUs run image jobs. At 60 s, video job 2
+ * would finish on gpu0 at 90 s, and on gpu1 at 162.5 s (a 10 s load, its
+ * run, image-v2's reload and the image jobs it keeps off gpu1). Alone, it
+ * is held for gpu0. With two more video jobs behind it, gpu0 alone would
+ * serve them in 150 s more, so it loads video on gpu1 now. Without the
+ * rule the backlog was shared over every full GPU (3, two of which cannot
+ * hold video), 50 s, and it was held. */
+static void second_home_case(int behind, bool loads)
+{
+    struct sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.queue_depth = 0;
+    cfg.evict_weight = 1.0;
+    cfg.headroom_window_s = 100000; /* image-v2's demand does not fade here */
+    struct sched *s = mk_sched_cfg(&cfg);
+    struct worker_info w;
+    const char *ids[] = {"gpu2", "gpu3", "gpu0", "gpu1"};
+    for (int i = 0; i < 4; i++) {
+        mk_worker(&w, ids[i], i < 2 ? 24576 : 32768);
+        if (i == 2)
+            load(&w, "video", 28672);
+        else
+            load(&w, "image-v2", 22528);
+        assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    }
+    struct rec r = {0};
+    uint64_t id;
+    add(s, 10, "image.fast", "image-v2", 1, 0);
+    add(s, 11, "image.fast", "image-v2", 1, 0);
+    add(s, 1, "video", "video", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 3);
+    assert_int_equal(sched_take(s, "gpu2", 0, &id), 0);
+    assert_int_equal(sched_take(s, "gpu3", 0, &id), 0);
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    assert_int_equal(id, 1);
+    for (int k = 0; k <= behind; k++)
+        add(s, 2 + (uint64_t)k, "video", "video", 1, S(60));
+    if (loads) {
+        assert_int_equal(sched_dispatch(s, S(60), on_placed, &r), 1);
+        assert_int_equal(r.job, 2);
+        assert_string_equal(r.worker, "gpu1");
+        assert_false(r.why.cand[0].warm);
+    } else {
+        assert_int_equal(sched_dispatch(s, S(60), on_placed, &r), 0);
+        struct sched_stats st;
+        sched_stats(s, &st);
+        assert_true(st.holds > 0);
+    }
+    sched_destroy(s);
+}
+
+static void test_scarce_model_backlog_loads_a_second_home(void **state)
+{
+    (void)state;
+    second_home_case(0, false);
+    second_home_case(2, true);
+}
+
+/* Rule 15: a long batch job that would miss its objective even if it
+ * started now queues on a busy GPU. gpu0 holds image-v2 and video and runs
+ * image jobs back to back (objective 10 s); a batch video job (75 s,
+ * objective 120 s) is longer than any interactive objective, so rule 13
+ * only orders it (urgent from 15 s) and it waits for a free slot, which
+ * never comes while image jobs are placed. Past 45 s (45 + 75 > 120) it
+ * queues behind the running image job. Without the rule it still waits. */
+static void test_late_long_batch_job_queues(void **state)
+{
+    (void)state;
+    struct sched *s = mk_sched();
+    assert_int_equal(sched_cap_slo(s, "image.fast", 10), 0);
+    assert_int_equal(sched_cap_slo(s, "video", 120), 0);
+    struct worker_info w;
+    mk_worker(&w, "gpu0", 65536);
+    load(&w, "image-v2", 22528);
+    load(&w, "video", 28672);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    struct rec r = {0};
+    uint64_t id;
+    add(s, 1, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    assert_int_equal(id, 1);
+    struct job_spec j;
+    mk_job(&j, 2, "video", "video", 1);
+    j.lane = SCHED_LANE_BATCH;
+    j.submit_ns = 0;
+    assert_int_equal(sched_job_add(s, &j, 0), 0);
+    assert_int_equal(sched_dispatch(s, S(20), on_placed, &r), 0); /* urgent, not late */
+    add(s, 3, "image.fast", "image-v2", 1, S(40));
+    assert_int_equal(sched_dispatch(s, S(40), on_placed, &r), 1);
+    assert_int_equal(r.job, 3);
+    assert_int_equal(sched_job_finished(s, 1, true, 0, S(44), S(44)), 0);
+    assert_int_equal(sched_take(s, "gpu0", S(44), &id), 0);
+    assert_int_equal(id, 3);
+    assert_int_equal(sched_dispatch(s, S(44), on_placed, &r), 0); /* 44 + 75 < 120 */
+    assert_int_equal(sched_dispatch(s, S(46), on_placed, &r), 1);
+    assert_int_equal(r.job, 2);
+    assert_string_equal(r.worker, "gpu0");
+    sched_destroy(s);
+}
+
+/* Rule 16: preemption only where the interactive job's model is resident.
+ * gpu0 holds image-v2 and runs a 20 s interactive image job; gpu1 holds
+ * video and runs a batch video job. An image job placed behind gpu0's job
+ * would wait 17 s more (bound 1 s), but preempting the video job would mean
+ * loading image-v2 on gpu1 (pushing out video): no preemption. With image-v2
+ * also on gpu1, the video job is preempted for it. Without the rule the
+ * video job is preempted in both cases. */
+static void preempt_warm_case(bool gpu1_holds_image, bool preempts)
+{
+    struct sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.headroom_share = 0; /* the headroom plays no part here */
+    cfg.preempt_after_s = 1.0;
+    struct sched *s = mk_sched_cfg(&cfg);
+    struct worker_info w;
+    mk_worker(&w, "gpu0", 32768);
+    load(&w, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    mk_worker(&w, "gpu1", gpu1_holds_image ? 65536 : 32768);
+    load(&w, "video", 28672);
+    if (gpu1_holds_image)
+        load(&w, "image-v2", 22528);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    struct rec r = {0};
+    uint64_t id;
+    add(s, 1, "image.fast", "image-v2", 8, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu0");
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    struct job_spec j;
+    mk_job(&j, 2, "video", "video", 1);
+    j.lane = SCHED_LANE_BATCH;
+    assert_int_equal(sched_job_add(s, &j, 0), 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu1");
+    assert_int_equal(sched_take(s, "gpu1", 0, &id), 0);
+    add(s, 3, "image.fast", "image-v2", 1, S(1));
+    sched_dispatch(s, S(1), on_placed, &r);
+    struct sched_preempt p;
+    if (preempts) {
+        assert_int_equal(sched_preempt_pick(s, S(3), &p), 1);
+        assert_int_equal(p.victim, 2);
+        assert_int_equal(p.for_job, 3);
+        assert_string_equal(p.worker, "gpu1");
+    } else {
+        assert_int_equal(sched_preempt_pick(s, S(3), &p), 0);
+    }
+    sched_destroy(s);
+}
+
+static void test_preempt_only_where_the_model_is_resident(void **state)
+{
+    (void)state;
+    preempt_warm_case(false, false);
+    preempt_warm_case(true, true);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1830,6 +1991,9 @@ int main(void)
         cmocka_unit_test(test_starving_batch_leaves_a_scarce_model_one_home),
         cmocka_unit_test(test_urgent_batch_job_goes_with_the_interactive_lane),
         cmocka_unit_test(test_urgent_batch_job_leaves_a_scarce_models_gpu),
+        cmocka_unit_test(test_scarce_model_backlog_loads_a_second_home),
+        cmocka_unit_test(test_late_long_batch_job_queues),
+        cmocka_unit_test(test_preempt_only_where_the_model_is_resident),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
