@@ -72,8 +72,12 @@ struct scap {
     int64_t batch_start_ns; /* when a batch job of it last started (rule 10); 0 = never */
     bool paused;  /* by an admin: its queued jobs are not placed */
     /* Interactive arrivals (core/headroom.h): count and nominal GPU-seconds,
-     * decayed over cfg.headroom_window_s, as of ia_ns. */
+     * decayed over cfg.headroom_window_s, as of ia_ns; and the same over
+     * several of those windows (the load a batch ETA forecasts: headroom.c,
+     * sched_headroom_batch_rate). */
     double ia_count, ia_work;
+    double ia_count_l, ia_work_l;
+    int64_t ia_first_ns; /* the first interactive arrival */
     int64_t ia_ns;
 };
 
