@@ -30,14 +30,21 @@ double headroom_p_wait(int c, double a, double service_s, double t)
     return pc * exp(-((double)c - a) * t / service_s);
 }
 
-int headroom_servers(double a, double service_s, double t, double share, int max_c)
+/* headroom_servers, searching from c = from: P(wait) falls as c grows and
+ * rises with a, so a caller stepping a upwards may start at the last answer. */
+static int servers_from(double a, double service_s, double t, double share, int max_c, int from)
 {
     if (!(a > 0) || !(share < 1))
         return 0;
-    for (int c = 0; c <= max_c; c++)
+    for (int c = from > 0 ? from : 0; c <= max_c; c++)
         if (headroom_p_wait(c, a, service_s, t) <= share)
             return c;
     return max_c + 1;
+}
+
+int headroom_servers(double a, double service_s, double t, double share, int max_c)
+{
+    return servers_from(a, service_s, t, share, max_c, 0);
 }
 
 /* A batch ETA prices the work of the lane's whole bound ahead, not the next
@@ -221,10 +228,11 @@ static int quality_desc(const void *a, const void *b)
  * term, in back-to-back runs). Batch never gets less than a tenth of its
  * GPUs' speed here: the slots between still come its way. */
 static double rate_beside(const struct sched *s, const struct scap *c, const double *q,
-                          int usable, int reserved, double a, double svc)
+                          int usable, int reserved, double a, double svc, int *from)
 {
-    int need = headroom_servers(a, svc, s->cfg.headroom_wait_s, s->cfg.headroom_share,
-                                c->members);
+    int need = servers_from(a, svc, s->cfg.headroom_wait_s, s->cfg.headroom_share, c->members,
+                            *from);
+    *from = need;
     if (need < reserved)
         need = reserved;
     if (need > usable - 1)
@@ -285,12 +293,13 @@ double sched_headroom_batch_rate(const struct sched *s, int cap, int64_t now)
      * and 2.32 (seed 7) 3, while both floods ran beside about 2.1-2.2. */
     double sd = n > 1 ? a / sqrt(n) : 0;
     double sum = 0, wsum = 0;
+    int from = 0; /* the loads rise with k: so does the headroom */
     for (int k = -8; k <= 8; k++) {
         double z = k / 4.0, x = a + z * sd;
         if (!(x > 0))
             continue;
         double w = exp(-z * z / 2);
-        sum += w * rate_beside(s, c, q, usable, reserved, x, svc);
+        sum += w * rate_beside(s, c, q, usable, reserved, x, svc, &from);
         wsum += w;
     }
     free(q);
