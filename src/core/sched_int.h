@@ -72,8 +72,12 @@ struct scap {
     int64_t batch_start_ns; /* when a batch job of it last started (rule 10); 0 = never */
     bool paused;  /* by an admin: its queued jobs are not placed */
     /* Interactive arrivals (core/headroom.h): count and nominal GPU-seconds,
-     * decayed over cfg.headroom_window_s, as of ia_ns. */
+     * decayed over cfg.headroom_window_s, as of ia_ns; and the same over
+     * several of those windows (the load a batch ETA forecasts: headroom.c,
+     * sched_headroom_batch_rate). */
     double ia_count, ia_work;
+    double ia_count_l, ia_work_l;
+    int64_t ia_first_ns; /* the first interactive arrival */
     int64_t ia_ns;
 };
 
@@ -228,8 +232,10 @@ bool sched_headroom_blocks(const struct sched *s, const struct sworker *w, int64
 /* sched_headroom_batch_rate: the GPU-seconds per second batch work of
  * capability cap can have while the headroom rule holds now — the speeds
  * of its usable GPUs but the best ones sched_headroom_blocks keeps free of
- * batch, less the interactive work that overflows the headroom onto them; -1
- * while cap has no headroom (no interactive load measured). A batch ETA
+ * batch, less the interactive work that overflows the headroom onto them,
+ * for the interactive load forecast over a few headroom windows and
+ * averaged over that load's spread (the headroom is a step function of
+ * it); -1 while cap has no headroom (no interactive load measured). A batch ETA
  * assumes no more (sched.c: eta_queued): beside interactive work, the
  * headroom, not the GPUs' count, sets batch's rate. */
 double sched_headroom_batch_rate(const struct sched *s, int cap, int64_t now);
