@@ -60,11 +60,15 @@ struct job {
     int64_t load_ns;       /* time spent loading its model */
     int64_t run_start_ns;  /* sent to the runtime */
     int64_t progress_post_ns;
+    int64_t adopted_ns; /* when it took a restarted head's epoch (0: never); see adopt_or_drop */
+    json_t *successor;  /* owned: the same attempt under a new epoch, run once this copy,
+                         * being cancelled, has left (see adopt_or_drop) */
 };
 
 struct job_ref {
     char job_id[64];
     int64_t attempt;
+    int64_t listed_ns; /* the listing this cancel may be about was built by then */
 };
 
 enum rt_status { RTS_DOWN, RTS_STARTING, RTS_UP };
@@ -89,6 +93,10 @@ struct worker {
     bool said_drained;                          /* controller only: logged the head's drain done */
     bool registered, deregistered;              /* [mu] */
     bool polling;                               /* [mu] a long-poll is out */
+    /* [monitor] when the last heartbeat body was built: the head judges
+     * the attempts a heartbeat lists on its ticks and hands the cancels out
+     * with the next answer, so a cancel is about an earlier listing. */
+    int64_t hb_listed_ns;
     json_t *pending;                            /* [mu] assignments not yet taken */
     struct job_ref cancels[WORKER_MAX_CANCELS]; /* [mu] */
     int ncancels;                               /* [mu] */
