@@ -93,9 +93,11 @@ struct worker {
     bool said_drained;                          /* controller only: logged the head's drain done */
     bool registered, deregistered;              /* [mu] */
     bool polling;                               /* [mu] a long-poll is out */
-    /* [monitor] when the last heartbeat body was built: the head judges
-     * the attempts a heartbeat lists on its ticks and hands the cancels out
-     * with the next answer, so a cancel is about an earlier listing. */
+    /* [mu] when the last heartbeat body was built. A heartbeat's answer
+     * carries cancels drawn from its own listing or from the head's events
+     * since the one before; they are dated by the one before (see
+     * take_inbox: a cancel older than an adoption is not about the adopted
+     * copy). */
     int64_t hb_listed_ns;
     json_t *pending;                            /* [mu] assignments not yet taken */
     struct job_ref cancels[WORKER_MAX_CANCELS]; /* [mu] */

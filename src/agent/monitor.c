@@ -319,9 +319,10 @@ static void heartbeat(struct agent *a, struct worker *w, struct http_client *hc,
     }
     pthread_mutex_lock(&w->mu);
     json_t *body = monitor_heartbeat_body_locked(w, now);
-    /* Cancels in this answer were drawn from what an earlier heartbeat
-     * listed: date them by the one before this (0 at first: none applies to
-     * an adopted copy). Read under mu, so ordered with adoptions. */
+    /* Cancels in this answer may be drawn from this listing or from the
+     * head's events since the last answer: date them by the heartbeat
+     * before this one, the earliest they can be about (0 at first). Under
+     * mu, so ordered with adoptions. */
     int64_t listed_ns = w->hb_listed_ns;
     w->hb_listed_ns = clock_mono_ns();
     pthread_mutex_unlock(&w->mu);

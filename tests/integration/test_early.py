@@ -9,12 +9,14 @@ number to the same worker — while the new attempt completes normally.
 And GET /v1/jobs/{id}?wait=S&until=end: a client waiting for the outcome gets
 one answer, when the job ends, not one per change on the way."""
 import json
+import os
 import re
 import socket
+import sqlite3
 import threading
 
-from gpuq_harness import Client, FakeWorker, tiny_png
-from test_agent import HEAD_CONFIG, submit
+from gpuq_harness import SLOW, Client, FakeWorker, tiny_png, wait_until
+from test_agent import HEAD_CONFIG, Agent, Proxy, submit, wait_job
 
 JOB = {"capability": "image.fast", "params": {"prompt": "a fox", "sim_ms": 0}}
 
@@ -211,17 +213,16 @@ def test_plain_poll_takes_one_whatever_max_says(head_factory):
 
 
 
-class HeartbeatGate:
+class AnswerGate:
     """test_agent's TCP proxy with a gate: once armed, the answer to the
-    first heartbeat after the agent's next registration is held until
-    release(). That answer carries the restarted head's cancel of the attempt
-    the agent still lists from the dead head's time; holding it makes certain
-    that the head's new assignment of the same attempt reaches the agent
-    first (on its own, the two race)."""
+    first request starting with `hold` after the agent's next registration is
+    held until release(). After a head restart the agent's heartbeat (whose
+    answer carries the new head's cancel of the attempt the agent still lists
+    from the dead head's time) and its poll (whose answer may carry the same
+    attempt again, under the new epoch) race; holding one answer decides the
+    order."""
 
-    def __init__(self, target_url):
-        from test_agent import Proxy
-
+    def __init__(self, target_url, hold):
         gate = self
         self.armed = self.registered = False
         self.held = set()
@@ -239,8 +240,8 @@ class HeartbeatGate:
                         if from_agent and gate.armed:
                             if data.startswith(b"POST /v1/agent/register"):
                                 gate.registered = True
-                            elif (data.startswith(b"POST /v1/agent/heartbeat")
-                                  and gate.registered and not gate.held):
+                            elif (data.startswith(hold) and gate.registered
+                                  and not gate.held):
                                 gate.open.clear()
                                 gate.held.add(dst)
                         elif src in gate.held:
@@ -273,15 +274,10 @@ def test_agent_adopts_its_running_copy_when_a_restarted_head_hands_out_the_same_
     the agent dropped the new assignment as a duplicate, the old copy's report
     was refused (stale epoch), and the job ran again only once the head
     missed the attempt in the heartbeats (orphan grace, 10 s)."""
-    import sqlite3
-
-    from gpuq_harness import wait_until
-    from test_agent import Agent, wait_job
-
     head = head_factory(HEAD_CONFIG)
     c = head.client(head.add_tenant("acme"))
     job = submit(c, {"capability": "image.fast", "params": {"prompt": "long", "sim_ms": 4000}})
-    gate = HeartbeatGate(head.url)
+    gate = AnswerGate(head.url, b"POST /v1/agent/heartbeat")
     link = type("ViaGate", (), {})()
     link.url, link.add_worker_token = gate.url, head.add_worker_token
     # Two slots, so the agent polls while it runs the old copy. Its worker
@@ -317,6 +313,55 @@ def test_agent_adopts_its_running_copy_when_a_restarted_head_hands_out_the_same_
         assert [(x["n"], x["outcome"]) for x in done["attempts"]] == [(1, "ok")], done
         assert "adopting the copy started under epoch" in agent.log()
         assert "duplicate assignment" not in agent.log()
+    finally:
+        gate.release()
+        agent.stop()
+        gate.proxy.close()
+
+
+def test_agent_runs_the_same_attempt_again_when_its_copy_was_being_cancelled(
+        head_factory, tmp_path):
+    """As above, but the restarted head's cancel of the old copy reaches the
+    agent first, and the runtime does not end that copy (it hangs): the new
+    assignment of the same attempt waits, and runs once the agent has killed
+    the hung runtime and restarted it. The job succeeds on attempt 1, with no
+    attempt lost."""
+    head = head_factory(HEAD_CONFIG)
+    c = head.client(head.add_tenant("acme"))
+    job = submit(c, {"capability": "image.fast", "params": {"prompt": "hung", "sim_ms": 300}})
+    gate = AnswerGate(head.url, b"GET /v1/agent/assignments")
+    link = type("ViaGate", (), {})()
+    link.url, link.add_worker_token = gate.url, head.add_worker_token
+    # The runtime hangs on this job (one-shot fault file) and is killed only
+    # once it has missed pings for 8 s: long enough for the head's restart.
+    agent = Agent(link, tmp_path, "succ", gpus=1,
+                  extra=f"concurrency = 2\nping_timeout_ms = {int(8000 * SLOW)}")
+    with open(agent.fault_file, "w") as f:
+        f.write("hang\n")
+    db = sqlite3.connect(f"{head.data_dir}/gpuq.db", timeout=10, isolation_level=None)
+    db.execute("BEGIN IMMEDIATE")
+    agent.start()
+    try:
+        # The runtime took the job (and its fault) when the file is gone.
+        wait_until(lambda: not os.path.exists(agent.fault_file), 20, "the runtime to take the job")
+        running = c.get(f"/v1/jobs/{job['id']}").json()
+        assert running["state"] == "running" and running["attempt"] == 1, running
+        gate.armed = True
+        port = head.url.rsplit(":", 1)[1]
+        head.kill9()
+        db.execute("ROLLBACK")
+        db.close()
+        head.start(listen=f"127.0.0.1:{port}")
+        c = head.client(c.key)
+        wait_until(lambda: f"cancelling job {job['id']} attempt 1" in agent.log(), 20,
+                   "the new head's cancel of the old copy")
+        gate.release()
+        done = wait_job(c, job["id"], 30)
+        assert done["state"] == "succeeded", done
+        assert done["attempt"] == 1 and done["worker_id"] == running["worker_id"], done
+        assert [(x["n"], x["outcome"]) for x in done["attempts"]] == [(1, "ok")], done
+        assert "is being cancelled, the new one runs when it has left" in agent.log()
+        assert "the cancelled copy has left; running the assignment" in agent.log()
     finally:
         gate.release()
         agent.stop()
