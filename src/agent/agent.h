@@ -60,11 +60,15 @@ struct job {
     int64_t load_ns;       /* time spent loading its model */
     int64_t run_start_ns;  /* sent to the runtime */
     int64_t progress_post_ns;
+    int64_t adopted_ns; /* when it took a restarted head's epoch (0: never); see adopt_or_drop */
+    json_t *successor;  /* owned: the same attempt under a new epoch, run once this copy,
+                         * being cancelled, has left (see adopt_or_drop) */
 };
 
 struct job_ref {
     char job_id[64];
     int64_t attempt;
+    int64_t listed_ns; /* the listing this cancel may be about was built by then */
 };
 
 enum rt_status { RTS_DOWN, RTS_STARTING, RTS_UP };
@@ -89,6 +93,12 @@ struct worker {
     bool said_drained;                          /* controller only: logged the head's drain done */
     bool registered, deregistered;              /* [mu] */
     bool polling;                               /* [mu] a long-poll is out */
+    /* [mu] when the last heartbeat body was built. A heartbeat's answer
+     * carries cancels drawn from its own listing or from the head's events
+     * since the one before; they are dated by the one before (see
+     * take_inbox: a cancel older than an adoption is not about the adopted
+     * copy). */
+    int64_t hb_listed_ns;
     json_t *pending;                            /* [mu] assignments not yet taken */
     struct job_ref cancels[WORKER_MAX_CANCELS]; /* [mu] */
     int ncancels;                               /* [mu] */

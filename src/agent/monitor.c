@@ -267,7 +267,9 @@ static void do_register(struct agent *a, struct worker *w, struct http_client *h
     json_decref(answer);
 }
 
-static void handle_answer(struct worker *w, json_t *answer)
+/* listed_ns: when the heartbeat before the one it answers was built (see
+ * take_inbox). */
+static void handle_answer(struct worker *w, json_t *answer, int64_t listed_ns)
 {
     /* The head's drain holds the worker idle but registered, until the
      * admin undoes it; only the agent's own stop makes it leave. */
@@ -292,6 +294,7 @@ static void handle_answer(struct worker *w, json_t *answer)
         else
             continue;
         r->attempt = json_integer_value(att);
+        r->listed_ns = listed_ns;
         w->ncancels++;
     }
     pthread_mutex_unlock(&w->mu);
@@ -316,12 +319,18 @@ static void heartbeat(struct agent *a, struct worker *w, struct http_client *hc,
     }
     pthread_mutex_lock(&w->mu);
     json_t *body = monitor_heartbeat_body_locked(w, now);
+    /* Cancels in this answer may be drawn from this listing or from the
+     * head's events since the last answer: date them by the heartbeat
+     * before this one, the earliest they can be about (0 at first). Under
+     * mu, so ordered with adoptions. */
+    int64_t listed_ns = w->hb_listed_ns;
+    w->hb_listed_ns = clock_mono_ns();
     pthread_mutex_unlock(&w->mu);
     long status = 0;
     json_t *answer = NULL;
     int rc = http_json(hc, "/v1/agent/heartbeat", body, HB_TIMEOUT_MS, &status, &answer);
     if (rc == 0 && status == 200) {
-        handle_answer(w, answer);
+        handle_answer(w, answer, listed_ns);
     } else if (rc == 0 && status == 404) {
         log_warn(MOD, "worker %s: head does not know us; registering again", w->id);
         pthread_mutex_lock(&w->mu);

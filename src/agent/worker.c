@@ -145,13 +145,19 @@ static int count_jobs(const struct worker *w, bool warmup)
     return n;
 }
 
-/* Takes a job out (under mu), releasing its model. */
+static void take_assignment_at(struct worker *w, json_t *a, int64_t adopted_ns);
+
+/* Takes a job out (under mu), releasing its model; then takes its successor,
+ * if it has one, into the slot. */
 static void job_remove(struct worker *w, struct job *j)
 {
+    json_t *succ = j->successor;
+    j->successor = NULL;
     /* Its input files, if any (the poller wrote them before the job came, and
      * only for a job whose params name inputs: the others have no directory
-     * to look for, which was one failed opendir per job). */
-    if (!j->warmup && json_object_get(j->params, "inputs"))
+     * to look for, which was one failed opendir per job). A successor runs
+     * under the same runtime id, from the same files: they stay for it. */
+    if (!j->warmup && !succ && json_object_get(j->params, "inputs"))
         agent_inputs_cleanup(cfg_of(w)->work_dir, w->id, j->rid);
     pthread_mutex_lock(&w->mu);
     if (j->phase == JOB_RUNNING) {
@@ -168,6 +174,14 @@ static void job_remove(struct worker *w, struct job *j)
     memset(j, 0, sizeof *j);
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
+    if (succ) {
+        const char *e = json_string_value(json_object_get(succ, "epoch"));
+        log_info(MOD, "worker %s: the cancelled copy has left; running the assignment of "
+                      "epoch %s",
+                 w->id, e ? e : "(none)");
+        take_assignment_at(w, succ, clock_mono_ns());
+        json_decref(succ);
+    }
 }
 
 static void job_fail(struct worker *w, struct job *j, const char *cls, const char *message)
@@ -220,9 +234,67 @@ static bool offers_model(const struct worker *w, const char *name)
     return false;
 }
 
+/* An assignment for an attempt this worker already holds (same job, same
+ * attempt number). With the same epoch it is the same assignment sent twice:
+ * keep the first. With another epoch it comes from a head that restarted
+ * (kill -9) before it stored the first assignment: the new head re-queued the
+ * job and handed out the same attempt number again, here. The copy already
+ * running is adopted: it takes the new epoch, so its progress and outcome are
+ * reported (and fenced) as the new head's attempt.
+ *
+ * Why adopting is right rather than stopping the old copy and starting
+ * again: the epoch fence is there so that a report of the dead head's
+ * attempt cannot pass for the new head's one when the two are different runs
+ * (another worker, or a copy the agent let go). Here both are the same job
+ * with the same params, on the same worker, under the same runtime id
+ * (<job_id>.<attempt>), and the agent never runs two copies of one runtime
+ * id, so the running copy is exactly the run the new head asked for, only
+ * started earlier; its result is as good as a fresh run's, and keeping it
+ * saves the work done (and a cancel the runtime may be slow to honour).
+ * Reporting under the old epoch instead is refused 409 stale_attempt, so the
+ * head would notice only when the attempt went missing from the heartbeats
+ * (orphan grace) or its lease ran out. An outcome of the old copy already in
+ * the outbox is not touched: it keeps the old epoch and is refused; that copy
+ * had left the worker, so the new assignment runs as a fresh job.
+ *
+ * A copy the head already asked to abort (its heartbeat listed the attempt
+ * before the new head handed it out, so it was stale then) cannot be
+ * adopted: the runtime is ending it. The new assignment waits as its
+ * successor and runs, in the same slot and under the same runtime id, once
+ * the old copy has left (job_remove) — from the old copy's input files,
+ * which are the same uploads (the poller could not fetch them again over the
+ * files of the same runtime id). Called on the controller thread. */
+static void adopt_or_drop(struct worker *w, struct job *old, json_t *a, const char *epoch)
+{
+    const char *was = old->epoch[0] ? old->epoch : "(none)";
+    const char *now = epoch[0] ? epoch : "(none)";
+    if (strcmp(old->epoch, epoch) == 0 || old->warmup) {
+        log_warn(MOD, "worker %s: duplicate assignment %s", w->id, old->rid);
+        return;
+    }
+    if (old->cancel) {
+        log_info(MOD, "worker %s: assignment %s under epoch %s: the head restarted; the copy of "
+                      "epoch %s is being cancelled, the new one runs when it has left",
+                 w->id, old->rid, now, was);
+        if (json_object_get(old->params, "inputs"))
+            json_object_del(a, "input_error");
+        json_decref(old->successor);
+        old->successor = json_incref(a);
+        return;
+    }
+    log_info(MOD, "worker %s: assignment %s under epoch %s: the head restarted; adopting the "
+                  "copy started under epoch %s",
+             w->id, old->rid, now, was);
+    pthread_mutex_lock(&w->mu);
+    snprintf(old->epoch, sizeof old->epoch, "%s", epoch);
+    old->adopted_ns = clock_mono_ns();
+    pthread_mutex_unlock(&w->mu);
+}
+
 /* Turns one assignment object from the head into a held job; refuses (and
- * logs) malformed ones. Called with the job slot free. */
-static void take_assignment(struct worker *w, json_t *a)
+ * logs) malformed ones. adopted_ns: nonzero for a successor (see
+ * adopt_or_drop), which a cancel drawn before then must not touch either. */
+static void take_assignment_at(struct worker *w, json_t *a, int64_t adopted_ns)
 {
     json_t *jid = json_object_get(a, "job_id");
     char job_id[64] = "";
@@ -248,8 +320,12 @@ static void take_assignment(struct worker *w, json_t *a)
     }
     char rid[RT_ID_MAX];
     snprintf(rid, sizeof rid, "%s.%lld", job_id, (long long)json_integer_value(att));
-    if (job_find_rid(w, rid)) { /* the same attempt twice: keep the first */
-        log_warn(MOD, "worker %s: duplicate assignment %s", w->id, rid);
+    const char *epoch = json_string_value(json_object_get(a, "epoch"));
+    if (epoch && strlen(epoch) >= sizeof j->epoch)
+        epoch = NULL;
+    struct job *old = job_find_rid(w, rid);
+    if (old) {
+        adopt_or_drop(w, old, a, epoch ? epoch : "");
         return;
     }
     struct job nj;
@@ -257,8 +333,7 @@ static void take_assignment(struct worker *w, json_t *a)
     nj.used = true;
     snprintf(nj.job_id, sizeof nj.job_id, "%s", job_id);
     nj.attempt = json_integer_value(att);
-    const char *epoch = json_string_value(json_object_get(a, "epoch"));
-    if (epoch && strlen(epoch) < sizeof nj.epoch)
+    if (epoch)
         snprintf(nj.epoch, sizeof nj.epoch, "%s", epoch);
     snprintf(nj.rid, sizeof nj.rid, "%s", rid);
     snprintf(nj.capability, sizeof nj.capability, "%s", cap ? cap : "");
@@ -268,6 +343,7 @@ static void take_assignment(struct worker *w, json_t *a)
     nj.params = json_is_object(params) ? json_incref(params) : json_object();
     nj.phase = JOB_NEW;
     nj.assigned_ns = clock_mono_ns();
+    nj.adopted_ns = adopted_ns;
     pthread_mutex_lock(&w->mu);
     *j = nj;
     w->held++;
@@ -831,12 +907,12 @@ static void take_inbox(struct worker *w, bool *drain)
     memcpy(cancels, w->cancels, sizeof cancels);
     w->ncancels = 0;
     *drain = w->drain;
-    /* Assignments in flight count as held until taken; take_assignment re-adds. */
+    /* Assignments in flight count as held until taken; take_assignment_at re-adds. */
     w->held -= (int)json_array_size(pending);
     pthread_mutex_unlock(&w->mu);
     size_t i;
     json_t *a;
-    json_array_foreach(pending, i, a) take_assignment(w, a);
+    json_array_foreach(pending, i, a) take_assignment_at(w, a, 0);
     json_decref(pending);
     for (int k = 0; k < nc; k++) {
         for (int q = 0; q < WORKER_MAX_JOBS; q++) {
@@ -844,6 +920,18 @@ static void take_inbox(struct worker *w, bool *drain)
             if (!j->used || j->warmup || strcmp(j->job_id, cancels[k].job_id) != 0 ||
                 j->attempt != cancels[k].attempt)
                 continue;
+            /* A heartbeat built before this copy was adopted listed it under
+             * the dead head's epoch; the restarted head, not having handed
+             * the attempt out yet, judged it stale. That verdict is not about
+             * the adopted copy: skip it. Skipping is safe: heartbeats keep
+             * listing the attempt, so a cancel that still holds comes again
+             * (the head cancels every stale attempt still listed). */
+            if (j->adopted_ns && cancels[k].listed_ns < j->adopted_ns) {
+                log_info(MOD, "worker %s: job %s attempt %lld: cancel drawn before its adoption "
+                              "ignored",
+                         w->id, j->job_id, (long long)j->attempt);
+                continue;
+            }
             log_info(MOD, "worker %s: cancelling job %s attempt %lld", w->id, j->job_id,
                      (long long)j->attempt);
             j->cancel = true;
@@ -1097,8 +1185,10 @@ void worker_destroy(struct worker *w)
 {
     if (!w)
         return;
-    for (int i = 0; i < WORKER_MAX_JOBS; i++)
+    for (int i = 0; i < WORKER_MAX_JOBS; i++) {
         json_decref(w->jobs[i].params);
+        json_decref(w->jobs[i].successor);
+    }
     json_decref(w->pending);
     if (w->wake[0] >= 0)
         close(w->wake[0]);

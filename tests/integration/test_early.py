@@ -9,10 +9,14 @@ number to the same worker — while the new attempt completes normally.
 And GET /v1/jobs/{id}?wait=S&until=end: a client waiting for the outcome gets
 one answer, when the job ends, not one per change on the way."""
 import json
+import os
+import re
+import socket
+import sqlite3
 import threading
 
-from gpuq_harness import Client, FakeWorker, tiny_png
-from test_agent import HEAD_CONFIG, submit
+from gpuq_harness import SLOW, Client, FakeWorker, tiny_png, wait_until
+from test_agent import HEAD_CONFIG, Agent, Proxy, submit, wait_job
 
 JOB = {"capability": "image.fast", "params": {"prompt": "a fox", "sim_ms": 0}}
 
@@ -206,3 +210,159 @@ def test_plain_poll_takes_one_whatever_max_says(head_factory):
     jobs = [submit(c, JOB)["id"] for _ in range(2)]
     r = w.c.get(f"/v1/agent/assignments?worker_id={w.id}&wait=5&max=2")
     assert r.status == 200 and [a["job_id"] for a in r.json()["assignments"]] == jobs[:1], r
+
+
+
+class AnswerGate:
+    """test_agent's TCP proxy with a gate: once armed, the answer to the
+    first request starting with `hold` after the agent's next registration is
+    held until release(). After a head restart the agent's heartbeat (whose
+    answer carries the new head's cancel of the attempt the agent still lists
+    from the dead head's time) and its poll (whose answer may carry the same
+    attempt again, under the new epoch) race; holding one answer decides the
+    order."""
+
+    def __init__(self, target_url, hold):
+        gate = self
+        self.armed = self.registered = False
+        self.held = set()
+        self.open = threading.Event()
+        self.open.set()
+
+        class Gated(Proxy):
+            def _pump(self, src, dst):
+                from_agent = src.getpeername()[1] != self.target[1]
+                try:
+                    while True:
+                        data = src.recv(65536)
+                        if not data:
+                            break
+                        if from_agent and gate.armed:
+                            if data.startswith(b"POST /v1/agent/register"):
+                                gate.registered = True
+                            elif (data.startswith(hold) and gate.registered
+                                  and not gate.held):
+                                gate.open.clear()
+                                gate.held.add(dst)
+                        elif src in gate.held:
+                            gate.open.wait(60)
+                        dst.sendall(data)
+                except OSError:
+                    pass
+                for s in (src, dst):
+                    try:
+                        s.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+
+        self.proxy = Gated(target_url)
+        self.url = self.proxy.url
+
+    def release(self):
+        self.armed = False
+        self.open.set()
+
+
+def test_agent_adopts_its_running_copy_when_a_restarted_head_hands_out_the_same_attempt(
+        head_factory, tmp_path):
+    """A real agent runs a long job assigned early; gpuqd dies (kill -9)
+    before the assignment is stored, so the restarted head, on the same store
+    and port, finds the job queued and hands out attempt 1 again, to the same
+    worker, under its new epoch. The agent adopts the copy it is running
+    (docs/protocol-worker.md, "Early assignments"): the job succeeds on that
+    attempt, with no attempt ended lost or lease_expired on the way. Before,
+    the agent dropped the new assignment as a duplicate, the old copy's report
+    was refused (stale epoch), and the job ran again only once the head
+    missed the attempt in the heartbeats (orphan grace, 10 s)."""
+    head = head_factory(HEAD_CONFIG)
+    c = head.client(head.add_tenant("acme"))
+    job = submit(c, {"capability": "image.fast", "params": {"prompt": "long", "sim_ms": 4000}})
+    gate = AnswerGate(head.url, b"POST /v1/agent/heartbeat")
+    link = type("ViaGate", (), {})()
+    link.url, link.add_worker_token = gate.url, head.add_worker_token
+    # Two slots, so the agent polls while it runs the old copy. Its worker
+    # token is stored here, before the store is locked.
+    agent = Agent(link, tmp_path, "adopt", gpus=1, extra="concurrency = 2")
+    # Hold the store's write lock: the assignment commit waits behind it (the
+    # head's busy timeout is 5 s), so it is not stored when the head dies.
+    db = sqlite3.connect(f"{head.data_dir}/gpuq.db", timeout=10, isolation_level=None)
+    db.execute("BEGIN IMMEDIATE")
+    agent.start()
+    try:
+        running = wait_job(c, job["id"], 20, until=lambda j: j["state"] == "running"
+                           and j.get("phase") == "generating")
+        assert running["attempt"] == 1, running
+        gate.armed = True
+        port = head.url.rsplit(":", 1)[1]
+        head.kill9()
+        db.execute("ROLLBACK")
+        db.close()
+        head.start(listen=f"127.0.0.1:{port}")
+        c = head.client(c.key)
+        # The new head hands the attempt out again at the agent's poll, while
+        # the answer to the heartbeat that listed the old copy is held.
+        again = wait_job(c, job["id"], 20, until=lambda j: j["state"] == "running")
+        assert again["attempt"] == 1 and again["worker_id"] == running["worker_id"], again
+        rid = re.escape(f"{job['id']}.1")
+        wait_until(lambda: re.search(f"assignment {rid} under epoch|duplicate assignment {rid}",
+                                     agent.log()), 20, "the agent to take the assignment")
+        gate.release()
+        done = wait_job(c, job["id"], 30)
+        assert done["state"] == "succeeded", done
+        assert done["attempt"] == 1 and done["worker_id"] == running["worker_id"], done
+        assert [(x["n"], x["outcome"]) for x in done["attempts"]] == [(1, "ok")], done
+        assert "adopting the copy started under epoch" in agent.log()
+        assert "duplicate assignment" not in agent.log()
+    finally:
+        gate.release()
+        agent.stop()
+        gate.proxy.close()
+
+
+def test_agent_runs_the_same_attempt_again_when_its_copy_was_being_cancelled(
+        head_factory, tmp_path):
+    """As above, but the restarted head's cancel of the old copy reaches the
+    agent first, and the runtime does not end that copy (it hangs): the new
+    assignment of the same attempt waits, and runs once the agent has killed
+    the hung runtime and restarted it. The job succeeds on attempt 1, with no
+    attempt lost."""
+    head = head_factory(HEAD_CONFIG)
+    c = head.client(head.add_tenant("acme"))
+    job = submit(c, {"capability": "image.fast", "params": {"prompt": "hung", "sim_ms": 300}})
+    gate = AnswerGate(head.url, b"GET /v1/agent/assignments")
+    link = type("ViaGate", (), {})()
+    link.url, link.add_worker_token = gate.url, head.add_worker_token
+    # The runtime hangs on this job (one-shot fault file) and is killed only
+    # once it has missed pings for 8 s: long enough for the head's restart.
+    agent = Agent(link, tmp_path, "succ", gpus=1,
+                  extra=f"concurrency = 2\nping_timeout_ms = {int(8000 * SLOW)}")
+    with open(agent.fault_file, "w") as f:
+        f.write("hang\n")
+    db = sqlite3.connect(f"{head.data_dir}/gpuq.db", timeout=10, isolation_level=None)
+    db.execute("BEGIN IMMEDIATE")
+    agent.start()
+    try:
+        # The runtime took the job (and its fault) when the file is gone.
+        wait_until(lambda: not os.path.exists(agent.fault_file), 20, "the runtime to take the job")
+        running = c.get(f"/v1/jobs/{job['id']}").json()
+        assert running["state"] == "running" and running["attempt"] == 1, running
+        gate.armed = True
+        port = head.url.rsplit(":", 1)[1]
+        head.kill9()
+        db.execute("ROLLBACK")
+        db.close()
+        head.start(listen=f"127.0.0.1:{port}")
+        c = head.client(c.key)
+        wait_until(lambda: f"cancelling job {job['id']} attempt 1" in agent.log(), 20,
+                   "the new head's cancel of the old copy")
+        gate.release()
+        done = wait_job(c, job["id"], 30)
+        assert done["state"] == "succeeded", done
+        assert done["attempt"] == 1 and done["worker_id"] == running["worker_id"], done
+        assert [(x["n"], x["outcome"]) for x in done["attempts"]] == [(1, "ok")], done
+        assert "is being cancelled, the new one runs when it has left" in agent.log()
+        assert "the cancelled copy has left; running the assignment" in agent.log()
+    finally:
+        gate.release()
+        agent.stop()
+        gate.proxy.close()
