@@ -424,11 +424,21 @@ void trace_candidates_json(struct buf *b, const struct sched_explain *why)
         const struct sched_candidate *c = &why->cand[i];
         buf_puts(b, i ? ",{\"worker\":" : "{\"worker\":");
         json_put_string(b, c->worker_id);
-        buf_printf(b,
-                   ",\"score_s\":%.3f,\"wait_s\":%.3f,\"load_s\":%.3f,\"run_s\":%.3f,"
-                   "\"thermal\":%.2f,\"load_ratio\":%.2f,\"warm\":%s,\"evictions\":%d}",
-                   c->score_s, c->wait_s, c->load_s, c->run_s, c->thermal_factor, c->load_ratio,
-                   c->warm ? "true" : "false", c->evictions);
+        /* What printf's %.3f / %.2f wrote, without printf (buf_put_fixed). */
+        buf_puts(b, ",\"score_s\":");
+        buf_put_fixed(b, c->score_s, 3);
+        buf_puts(b, ",\"wait_s\":");
+        buf_put_fixed(b, c->wait_s, 3);
+        buf_puts(b, ",\"load_s\":");
+        buf_put_fixed(b, c->load_s, 3);
+        buf_puts(b, ",\"run_s\":");
+        buf_put_fixed(b, c->run_s, 3);
+        buf_puts(b, ",\"thermal\":");
+        buf_put_fixed(b, c->thermal_factor, 2);
+        buf_puts(b, ",\"load_ratio\":");
+        buf_put_fixed(b, c->load_ratio, 2);
+        buf_printf(b, ",\"warm\":%s,\"evictions\":%d}", c->warm ? "true" : "false",
+                   c->evictions);
     }
     buf_puts(b, "]");
 }
