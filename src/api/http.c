@@ -24,6 +24,8 @@
 #include "common/log.h"
 
 #define MOD "http"
+/* Bytes of each connection's libmicrohttpd memory pool (see http_start). */
+#define HTTP_POOL_BYTES (16 * 1024)
 
 /* One open connection as the watchdog sees it. Invariant: on the server's
  * watch list from MHD's "started" notice to its "closed" one, which MHD gives
@@ -695,6 +697,12 @@ int http_start(const struct http_options *opt, struct http_server **out, char *e
         return GPUQ_EINVAL;
     }
     (void)slen;
+    /* Each connection's memory pool holds one request's line and headers (the
+     * body is copied out as it arrives, on_request) and the response's headers.
+     * libmicrohttpd zeroes the whole pool between requests, so its size is paid
+     * on every request: 64 KiB was a quarter of gpuqd's instructions per job.
+     * 16 KiB holds the documented 8 KiB of headers in 100 fields (docs/api,
+     * test_front_door measures it); beyond the pool MHD answers 431 and closes. */
     srv->mhd = MHD_start_daemon(
         flags, (uint16_t)opt->port, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, &ss,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)opt->connection_timeout_s,
@@ -702,7 +710,7 @@ int http_start(const struct http_options *opt, struct http_server **out, char *e
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)opt->max_connections_per_address,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv, MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(opt->threads > 0 ? opt->threads : 2), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)(64 * 1024), MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_NOTIFY_COMPLETED,
+        (size_t)HTTP_POOL_BYTES, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_NOTIFY_COMPLETED,
         on_completed, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
         MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL, MHD_OPTION_END);
     if (!srv->mhd) {

@@ -509,21 +509,17 @@ static void on_placed(uint64_t job_id, const char *worker_id, const struct sched
     buf_printf(&b, "{\"event\":\"placement\",\"job\":\"%llu\",\"worker\":\"%s\",\"reason\":\"",
                (unsigned long long)job_id, worker_id);
     put_reason(&b, why->reason);
-    buf_printf(&b, "\",\"scored\":%d,\"candidates\":[", why->ncandidates);
-    for (int i = 0; i < why->nkept; i++) {
-        const struct sched_candidate *c = &why->cand[i];
-        buf_printf(&b,
-                   "%s{\"worker\":\"%s\",\"score_s\":%.3f,\"wait_s\":%.3f,\"load_s\":%.3f,"
-                   "\"run_s\":%.3f,\"thermal\":%.2f,\"load_ratio\":%.2f,\"warm\":%s}",
-                   i ? "," : "", c->worker_id, c->score_s, c->wait_s, c->load_s, c->run_s,
-                   c->thermal_factor, c->load_ratio, c->warm ? "true" : "false");
-    }
-    buf_puts(&b, "]}");
+    buf_printf(&b, "\",\"scored\":%d,\"candidates\":", why->ncandidates);
+    /* The candidates are written once, here, and the trace copies the text. */
+    size_t cands_at = b.len;
+    trace_candidates_json(&b, why);
+    size_t cands_len = b.len - cands_at;
+    buf_puts(&b, "}");
     log_json(b.data);
-    buf_fini(&b);
     fleet_note_placement(d->h->fleet, job_id, worker_id, why, clock_wall_ms());
     d->stats.decisions++;
-    trace_placed(job_id, worker_id, why);
+    trace_placed(job_id, worker_id, why, b.data + cands_at, cands_len);
+    buf_fini(&b);
     for (int i = 0; i < why->nkept; i++)
         if (!strcmp(why->cand[i].worker_id, worker_id)) {
             metrics_placement(why->cand[i].warm, why->cand[i].evictions);

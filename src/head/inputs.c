@@ -50,8 +50,7 @@ static void sha256_hex(const void *data, size_t len, char out[REC_HASH_HEX])
     sha256_init(&ctx);
     sha256_update(&ctx, len, data);
     sha256_digest(&ctx, sizeof d, d);
-    for (size_t i = 0; i < sizeof d; i++)
-        snprintf(out + 2 * i, 3, "%02x", d[i]);
+    hex_lower(d, sizeof d, out);
 }
 
 void inputs_upload(struct head *h, int64_t tenant_id, const char *content_type,

@@ -417,9 +417,43 @@ static int64_t first_at(const struct jtrace *t)
     return t->ntext ? step_at(t->text) : 0;
 }
 
-void trace_placed(uint64_t id, const char *worker, const struct sched_explain *why)
+void trace_candidates_json(struct buf *b, const struct sched_explain *why)
+{
+    buf_puts(b, "[");
+    for (int i = 0; i < why->nkept; i++) {
+        const struct sched_candidate *c = &why->cand[i];
+        buf_puts(b, i ? ",{\"worker\":" : "{\"worker\":");
+        json_put_string(b, c->worker_id);
+        /* What printf's %.3f / %.2f wrote, without printf (buf_put_fixed). */
+        buf_puts(b, ",\"score_s\":");
+        buf_put_fixed(b, c->score_s, 3);
+        buf_puts(b, ",\"wait_s\":");
+        buf_put_fixed(b, c->wait_s, 3);
+        buf_puts(b, ",\"load_s\":");
+        buf_put_fixed(b, c->load_s, 3);
+        buf_puts(b, ",\"run_s\":");
+        buf_put_fixed(b, c->run_s, 3);
+        buf_puts(b, ",\"thermal\":");
+        buf_put_fixed(b, c->thermal_factor, 2);
+        buf_puts(b, ",\"load_ratio\":");
+        buf_put_fixed(b, c->load_ratio, 2);
+        buf_printf(b, ",\"warm\":%s,\"evictions\":%d}", c->warm ? "true" : "false",
+                   c->evictions);
+    }
+    buf_puts(b, "]");
+}
+
+void trace_placed(uint64_t id, const char *worker, const struct sched_explain *why,
+                  const char *cands, size_t cands_len)
 {
     int64_t now = clock_wall_ms();
+    int16_t evictions = 0;
+    for (int i = 0; i < why->nkept; i++)
+        if (!strcmp(why->cand[i].worker_id, worker)) {
+            int e = why->cand[i].evictions;
+            evictions = (int16_t)(e > INT16_MAX ? INT16_MAX : e);
+            break;
+        }
     WITH_TRACE(id, true, t)
     {
         struct buf b;
@@ -427,23 +461,11 @@ void trace_placed(uint64_t id, const char *worker, const struct sched_explain *w
         put_str(&b, "worker", worker);
         put_str(&b, "reason", why->reason);
         buf_printf(&b, ",\"scored\":%d,\"filtered\":{\"capability\":%d,\"vram\":%d,\"busy\":%d,"
-                       "\"unhealthy\":%d},\"candidates\":[",
+                       "\"unhealthy\":%d},\"candidates\":",
                    why->ncandidates, why->filtered_capability, why->filtered_vram,
                    why->filtered_busy, why->filtered_unhealthy);
-        t->last_evictions = 0;
-        for (int i = 0; i < why->nkept; i++) {
-            const struct sched_candidate *c = &why->cand[i];
-            if (!strcmp(c->worker_id, worker))
-                t->last_evictions = (int16_t)(c->evictions > INT16_MAX ? INT16_MAX : c->evictions);
-            buf_puts(&b, i ? ",{\"worker\":" : "{\"worker\":");
-            json_put_string(&b, c->worker_id);
-            buf_printf(&b,
-                       ",\"score_s\":%.3f,\"wait_s\":%.3f,\"load_s\":%.3f,\"run_s\":%.3f,"
-                       "\"thermal\":%.2f,\"warm\":%s,\"evictions\":%d}",
-                       c->score_s, c->wait_s, c->load_s, c->run_s, c->thermal_factor,
-                       c->warm ? "true" : "false", c->evictions);
-        }
-        buf_puts(&b, "]");
+        buf_append(&b, cands, cands_len);
+        t->last_evictions = evictions;
         append(t, &b, false);
         buf_fini(&b);
     }

@@ -37,8 +37,15 @@ void trace_accepted(const struct job_rec *r);
 void trace_admitted(uint64_t id);
 /* In the scheduler's queue, with its ETA (seconds from now; < 0 unknown, why). */
 void trace_queued(uint64_t id, double start_s, double finish_s, const char *why);
-/* A placement: the winner, its reason and the scored candidates. */
-void trace_placed(uint64_t id, const char *worker, const struct sched_explain *why);
+/* trace_candidates_json appends why's scored candidates as a JSON array to b.
+ * The placement log line and the trace's "placed" step both carry it: the
+ * dispatcher writes it once per placement and hands the text to both (it was
+ * a quarter of gpuqd's instructions per job when each wrote its own). */
+void trace_candidates_json(struct buf *b, const struct sched_explain *why);
+/* A placement: the winner, its reason, the filtered counts and the scored
+ * candidates, cands being trace_candidates_json's text for why. */
+void trace_placed(uint64_t id, const char *worker, const struct sched_explain *why,
+                  const char *cands, size_t cands_len);
 /* Attempt n handed to worker (durable). */
 void trace_assigned(uint64_t id, const char *worker, int attempt);
 /* A progress report: phase changes (loading, generating) and every quarter. */

@@ -323,3 +323,82 @@ def test_100_continue_only_after_route_key_and_size_pass(head):
     status, _, body = parse_one(read_all(s))
     s.close()
     assert status == 201, body
+
+
+def read_one(s):
+    """One response off a kept-alive connection: (status, headers, body)."""
+    raw = b""
+    while b"\r\n\r\n" not in raw:
+        b = s.recv(65536)
+        assert b, raw
+        raw += b
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    headers = {}
+    for ln in lines[1:]:
+        k, _, v = ln.partition(b":")
+        headers[k.strip().lower().decode()] = v.strip().decode()
+    n = int(headers.get("content-length", "0"))
+    while len(body) < n:
+        b = s.recv(65536)
+        assert b, raw
+        body += b
+    return int(lines[0].split()[1]), headers, body
+
+
+def padded_request(method, path, key, body, header_bytes, fields=100):
+    """A request whose request line and headers take exactly header_bytes in
+    exactly `fields` header fields (each field also takes a record from the
+    connection's memory pool, so their number matters as well as their bytes)."""
+    start = (f"{method} {path} HTTP/1.1\r\nHost: gpuq\r\nAuthorization: Bearer {key}\r\n"
+             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n").encode()
+    npad = fields - 4
+    room = header_bytes - len(start) - 2  # the blank line ends the headers
+    each = room // npad
+    pad = b""
+    for i in range(npad):
+        size = each if i < npad - 1 else room - each * (npad - 1)
+        name = f"X-Pad-{i:03d}: ".encode()
+        assert size >= len(name) + 3
+        pad += name + b"a" * (size - len(name) - 2) + b"\r\n"
+    req = start + pad + b"\r\n"
+    assert len(req) == header_bytes
+    return req + body
+
+
+def test_requests_at_the_documented_limits_fit_the_connection_pool(head):
+    # docs/api/README.md: request line and headers ≤ 8 KiB in ≤ 100 fields
+    # (they measured to fit up to 9.6 KiB in 100 fields), a JSON body ≤
+    # max_body_bytes (64 KiB), a batch body ≤ max_batch_body_bytes. Each on one
+    # kept-alive connection, one after another, as a client library sends them.
+    key = head.add_tenant("acme")
+    s = connect(head)
+    body = JOB + b" " * (65536 - len(JOB))  # JSON whitespace: a valid 64 KiB job
+    s.sendall(padded_request("POST", "/v1/jobs", key, body, 8192))
+    status, _, got = read_one(s)
+    assert status == 201, got
+    jid = json.loads(got)["id"]
+    jobs = [{"capability": "image.fast", "params": {"prompt": f"fox {i}", "width": 512,
+                                                      "height": 512}} for i in range(1000)]
+    batch = json.dumps({"jobs": jobs}).encode()
+    assert len(batch) > 65536
+    s.sendall(padded_request("POST", "/v1/batches", key, batch, 8192))
+    status, _, got = read_one(s)
+    assert status == 201, got
+    s.sendall(padded_request("GET", f"/v1/jobs/{jid}", key, b"", 8192))
+    status, _, got = read_one(s)
+    assert status == 200 and json.loads(got)["id"] == jid, got
+    s.close()
+
+
+def test_headers_past_the_pool_get_431_not_a_hang(head):
+    # Past what the connection's memory pool holds (docs/api/README.md):
+    # libmicrohttpd answers 431 and closes; nothing is queued.
+    key = head.add_tenant("acme")
+    s = connect(head)
+    s.sendall(padded_request("POST", "/v1/jobs", key, JOB, 32 * 1024))
+    raw = read_all(s)  # bounded by the socket's timeout: the head answers and closes
+    s.close()
+    assert raw.startswith(b"HTTP/1.1 431 "), raw
+    assert b"too big" in raw.lower() or b"too large" in raw.lower(), raw
+    assert head.client(key).get("/v1/jobs").json()["jobs"] == []

@@ -36,6 +36,19 @@ static void test_sha256_known_vector(void **state)
     assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
+static void test_hex_lower_every_nibble(void **state)
+{
+    (void)state;
+    const uint8_t in[] = {0x00, 0x0f, 0xf0, 0xff, 0x12, 0x9a, 0xbc, 0xde};
+    char out[2 * sizeof in + 1];
+    memset(out, 'x', sizeof out);
+    hex_lower(in, sizeof in, out);
+    assert_string_equal(out, "000ff0ff129abcde");
+    char empty[1] = {'x'};
+    hex_lower(in, 0, empty);
+    assert_string_equal(empty, "");
+}
+
 static void test_token_equal(void **state)
 {
     (void)state;
@@ -50,6 +63,7 @@ int main(void)
         cmocka_unit_test(test_random_keys_differ_and_are_base62),
         cmocka_unit_test(test_too_small_buffer_refused),
         cmocka_unit_test(test_sha256_known_vector),
+        cmocka_unit_test(test_hex_lower_every_nibble),
         cmocka_unit_test(test_token_equal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
