@@ -8,14 +8,15 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "core/sched_int.h"
 #include "core/vram.h"
 
 /* The explanation is written for every decision (R21) and printf's
  * exact float formatting was a quarter of a decision's instructions at
  * 1,000 GPUs (bench/sched-ir). reason_put_fixed writes what printf("%.Nf")
- * writes for N <= 2 — the exact binary value rounded to nearest, ties to
- * even — or returns false where printf must (not finite, too large). */
+ * writes for N <= 2 through fmt_fixed (common/buf.c), or returns false
+ * where printf must (not finite, too large). */
 struct reason_buf {
     char *p;
     size_t n, len; /* len: the length untruncated, as vsnprintf returns */
@@ -31,38 +32,11 @@ static void reason_put(struct reason_buf *b, const char *src, size_t k)
 
 static bool reason_put_fixed(struct reason_buf *b, double x, int prec)
 {
-    static const double scale[] = {1, 10, 100};
-    static const uint64_t pow10[] = {1, 10, 100};
-    /* Below 1e13, x * 100 < 2^52: its fraction and 0.5 are multiples of its
-     * ulp, so the product's rounding error (exact, from fma) decides only an
-     * exact tie in the product. */
-    if (!isfinite(x) || fabs(x) >= 1e13 || prec < 0 || prec > 2)
-        return false;
-    double a = fabs(x);
-    double p = a * scale[prec];
-    double err = fma(a, scale[prec], -p);
-    double fl = floor(p);
-    double f = p - fl;
-    uint64_t q = (uint64_t)fl;
-    if (f > 0.5 || (f == 0.5 && (err > 0 || (err == 0 && (q & 1)))))
-        q++;
-    char tmp[48];
-    int k = (int)sizeof(tmp);
-    uint64_t ip = q / pow10[prec], fp = q % pow10[prec];
-    for (int d = 0; d < prec; d++) {
-        tmp[--k] = (char)('0' + fp % 10);
-        fp /= 10;
-    }
-    if (prec > 0)
-        tmp[--k] = '.';
-    do {
-        tmp[--k] = (char)('0' + ip % 10);
-        ip /= 10;
-    } while (ip);
-    if (signbit(x))
-        tmp[--k] = '-';
-    reason_put(b, tmp + k, sizeof(tmp) - (size_t)k);
-    return true;
+    char tmp[FMT_FIXED_MAX];
+    size_t k = fmt_fixed(tmp, x, prec);
+    if (k)
+        reason_put(b, tmp, k);
+    return k > 0;
 }
 
 /* reason_fast: the formats the reasons use (%s, %d, %.Nf with N <= 2, %%)
