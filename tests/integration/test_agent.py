@@ -472,14 +472,13 @@ class Proxy:
             threading.Thread(target=self._pump, args=(c, u), daemon=True).start()
             threading.Thread(target=self._pump, args=(u, c), daemon=True).start()
 
-    @staticmethod
-    def _pump(src, dst):
+    def _pump(self, src, dst):
         try:
             while True:
                 data = src.recv(65536)
                 if not data:
                     break
-                dst.sendall(data)
+                self._forward(src, dst, data)
         except OSError:
             pass
         for s in (src, dst):
@@ -487,6 +486,10 @@ class Proxy:
                 s.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+
+    def _forward(self, src, dst, data):
+        """Passes one read on; a subclass may hold or look at it first."""
+        dst.sendall(data)
 
     def close(self):
         listener, self.listener = self.listener, None

@@ -11,7 +11,6 @@ one answer, when the job ends, not one per change on the way."""
 import json
 import os
 import re
-import socket
 import sqlite3
 import threading
 
@@ -213,6 +212,15 @@ def test_plain_poll_takes_one_whatever_max_says(head_factory):
 
 
 
+def lock_store(head):
+    """Holds the store's write lock: the head's commits wait behind it (its
+    busy timeout is 5 s), so an assignment made now is not stored when the
+    head dies."""
+    db = sqlite3.connect(f"{head.data_dir}/gpuq.db", timeout=10, isolation_level=None)
+    db.execute("BEGIN IMMEDIATE")
+    return db
+
+
 class AnswerGate:
     """test_agent's TCP proxy with a gate: once armed, the answer to the
     first request starting with `hold` after the agent's next registration is
@@ -230,33 +238,38 @@ class AnswerGate:
         self.open.set()
 
         class Gated(Proxy):
-            def _pump(self, src, dst):
-                from_agent = src.getpeername()[1] != self.target[1]
-                try:
-                    while True:
-                        data = src.recv(65536)
-                        if not data:
-                            break
-                        if from_agent and gate.armed:
-                            if data.startswith(b"POST /v1/agent/register"):
-                                gate.registered = True
-                            elif (data.startswith(hold) and gate.registered
-                                  and not gate.held):
-                                gate.open.clear()
-                                gate.held.add(dst)
-                        elif src in gate.held:
-                            gate.open.wait(60)
-                        dst.sendall(data)
-                except OSError:
-                    pass
-                for s in (src, dst):
-                    try:
-                        s.shutdown(socket.SHUT_RDWR)
-                    except OSError:
-                        pass
+            def _forward(self, src, dst, data):
+                if src.getpeername()[1] != self.target[1] and gate.armed:
+                    if data.startswith(b"POST /v1/agent/register"):
+                        gate.registered = True
+                    elif (data.startswith(hold) and gate.registered
+                          and not gate.held):
+                        gate.open.clear()
+                        gate.held.add(dst)
+                elif src in gate.held:
+                    gate.open.wait(60)
+                dst.sendall(data)
 
         self.proxy = Gated(target_url)
         self.url = self.proxy.url
+
+    def link(self, head):
+        """What Agent needs of a head, with the agent's traffic through the
+        gate."""
+        link = type("ViaGate", (), {})()
+        link.url, link.add_worker_token = self.url, head.add_worker_token
+        return link
+
+    def restart_unstored(self, head, db):
+        """Arms the gate, kills gpuqd -9 while `db` (lock_store) holds the
+        store's write lock, so the assignment was never stored, and starts it
+        again on the same store and port."""
+        self.armed = True
+        port = head.url.rsplit(":", 1)[1]
+        head.kill9()
+        db.execute("ROLLBACK")
+        db.close()
+        head.start(listen=f"127.0.0.1:{port}")
 
     def release(self):
         self.armed = False
@@ -278,26 +291,17 @@ def test_agent_adopts_its_running_copy_when_a_restarted_head_hands_out_the_same_
     c = head.client(head.add_tenant("acme"))
     job = submit(c, {"capability": "image.fast", "params": {"prompt": "long", "sim_ms": 4000}})
     gate = AnswerGate(head.url, b"POST /v1/agent/heartbeat")
-    link = type("ViaGate", (), {})()
-    link.url, link.add_worker_token = gate.url, head.add_worker_token
+    link = gate.link(head)
     # Two slots, so the agent polls while it runs the old copy. Its worker
     # token is stored here, before the store is locked.
     agent = Agent(link, tmp_path, "adopt", gpus=1, extra="concurrency = 2")
-    # Hold the store's write lock: the assignment commit waits behind it (the
-    # head's busy timeout is 5 s), so it is not stored when the head dies.
-    db = sqlite3.connect(f"{head.data_dir}/gpuq.db", timeout=10, isolation_level=None)
-    db.execute("BEGIN IMMEDIATE")
+    db = lock_store(head)
     agent.start()
     try:
         running = wait_job(c, job["id"], 20, until=lambda j: j["state"] == "running"
                            and j.get("phase") == "generating")
         assert running["attempt"] == 1, running
-        gate.armed = True
-        port = head.url.rsplit(":", 1)[1]
-        head.kill9()
-        db.execute("ROLLBACK")
-        db.close()
-        head.start(listen=f"127.0.0.1:{port}")
+        gate.restart_unstored(head, db)
         c = head.client(c.key)
         # The new head hands the attempt out again at the agent's poll, while
         # the answer to the heartbeat that listed the old copy is held.
@@ -330,28 +334,21 @@ def test_agent_runs_the_same_attempt_again_when_its_copy_was_being_cancelled(
     c = head.client(head.add_tenant("acme"))
     job = submit(c, {"capability": "image.fast", "params": {"prompt": "hung", "sim_ms": 300}})
     gate = AnswerGate(head.url, b"GET /v1/agent/assignments")
-    link = type("ViaGate", (), {})()
-    link.url, link.add_worker_token = gate.url, head.add_worker_token
+    link = gate.link(head)
     # The runtime hangs on this job (one-shot fault file) and is killed only
     # once it has missed pings for 8 s: long enough for the head's restart.
     agent = Agent(link, tmp_path, "succ", gpus=1,
                   extra=f"concurrency = 2\nping_timeout_ms = {int(8000 * SLOW)}")
     with open(agent.fault_file, "w") as f:
         f.write("hang\n")
-    db = sqlite3.connect(f"{head.data_dir}/gpuq.db", timeout=10, isolation_level=None)
-    db.execute("BEGIN IMMEDIATE")
+    db = lock_store(head)
     agent.start()
     try:
         # The runtime took the job (and its fault) when the file is gone.
         wait_until(lambda: not os.path.exists(agent.fault_file), 20, "the runtime to take the job")
         running = c.get(f"/v1/jobs/{job['id']}").json()
         assert running["state"] == "running" and running["attempt"] == 1, running
-        gate.armed = True
-        port = head.url.rsplit(":", 1)[1]
-        head.kill9()
-        db.execute("ROLLBACK")
-        db.close()
-        head.start(listen=f"127.0.0.1:{port}")
+        gate.restart_unstored(head, db)
         c = head.client(c.key)
         wait_until(lambda: f"cancelling job {job['id']} attempt 1" in agent.log(), 20,
                    "the new head's cancel of the old copy")

@@ -134,6 +134,31 @@ static void ask_for_video(struct sched *s)
     assert_int_equal(sched_job_cancel(s, 100, 0), 0);
 }
 
+/* gpu0 (64 GiB) holding image-v2 and `model`, running image job 1 since 0. */
+static void gpu0_runs_image(struct sched *s, const char *model, int mib, struct rec *r)
+{
+    struct worker_info w;
+    mk_worker(&w, "gpu0", 65536);
+    load(&w, "image-v2", 22528);
+    load(&w, model, mib);
+    assert_int_equal(sched_worker_update(s, &w, 0), 0);
+    uint64_t id;
+    add(s, 1, "image.fast", "image-v2", 1, 0);
+    assert_int_equal(sched_dispatch(s, 0, on_placed, r), 1);
+    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
+    assert_int_equal(id, 1);
+}
+
+/* A batch job of one image's scale, submitted and added at t. */
+static void add_batch(struct sched *s, uint64_t id, const char *cap, const char *model, int64_t t)
+{
+    struct job_spec j;
+    mk_job(&j, id, cap, model, 1);
+    j.lane = SCHED_LANE_BATCH;
+    j.submit_ns = t;
+    assert_int_equal(sched_job_add(s, &j, t), 0);
+}
+
 /* A 6 s batch image-hq job (1024x1024, 30 steps) submitted at 0. */
 static void add_batch_hq(struct sched *s, uint64_t id)
 {
@@ -1542,18 +1567,11 @@ static void test_starving_batch_job_passes_the_headroom(void **state)
     struct sched *s = busy_image_fleet(&t0);
     uint64_t got;
     struct rec r = {0};
-    struct job_spec j;
-    mk_job(&j, 1, "video", "video", 1);
-    j.lane = SCHED_LANE_BATCH;
-    j.submit_ns = t0;
-    assert_int_equal(sched_job_add(s, &j, t0), 0);
+    add_batch(s, 1, "video", "video", t0);
     assert_int_equal(sched_dispatch(s, t0, on_placed, &r), 1);
     assert_string_equal(r.worker, "gpu3");
     assert_int_equal(sched_take(s, "gpu3", t0, &got), 0);
-    mk_job(&j, 2, "rembg", "rembg", 1);
-    j.lane = SCHED_LANE_BATCH;
-    j.submit_ns = t0;
-    assert_int_equal(sched_job_add(s, &j, t0), 0);
+    add_batch(s, 2, "rembg", "rembg", t0);
     assert_int_equal(sched_dispatch(s, t0, on_placed, &r), 0);
     assert_int_equal(sched_dispatch(s, t0 + S(0.9), on_placed, &r), 0);
     struct headroom_figures hf;
@@ -1587,10 +1605,7 @@ static void test_batch_job_behind_its_own_capability_is_not_starving(void **stat
         j.submit_ns = t0 - S(0.01) * (int64_t)(5 - id); /* ahead of job 2 */
         assert_int_equal(sched_job_add(s, &j, t0), 0);
     }
-    mk_job(&j, 2, "rembg", "rembg", 1);
-    j.lane = SCHED_LANE_BATCH;
-    j.submit_ns = t0;
-    assert_int_equal(sched_job_add(s, &j, t0), 0);
+    add_batch(s, 2, "rembg", "rembg", t0);
     assert_int_equal(sched_dispatch(s, t0, on_placed, &r), 1);
     assert_int_equal(r.job, 3);
     assert_string_equal(r.worker, "gpu3");
@@ -1704,22 +1719,10 @@ static void test_urgent_batch_job_goes_with_the_interactive_lane(void **state)
     struct sched *s = mk_sched();
     assert_int_equal(sched_cap_slo(s, "rembg", 3), 0);
     assert_int_equal(sched_cap_slo(s, "image.fast", 10), 0);
-    struct worker_info w;
-    mk_worker(&w, "gpu0", 65536);
-    load(&w, "image-v2", 22528);
-    load(&w, "rembg", 1536);
-    assert_int_equal(sched_worker_update(s, &w, 0), 0);
     struct rec r = {0};
     uint64_t id;
-    add(s, 1, "image.fast", "image-v2", 1, 0);
-    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
-    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
-    assert_int_equal(id, 1);
-    struct job_spec j;
-    mk_job(&j, 2, "rembg", "rembg", 1);
-    j.lane = SCHED_LANE_BATCH;
-    j.submit_ns = 0;
-    assert_int_equal(sched_job_add(s, &j, 0), 0);
+    gpu0_runs_image(s, "rembg", 1536, &r);
+    add_batch(s, 2, "rembg", "rembg", 0);
     assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 0);
     add(s, 3, "image.fast", "image-v2", 1, S(1));
     assert_int_equal(sched_dispatch(s, S(1), on_placed, &r), 1);
@@ -1776,11 +1779,7 @@ static void test_urgent_batch_job_leaves_a_scarce_models_gpu(void **state)
     add(s, 3, "image.fast", "image-v2", 1, 0);
     assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
     assert_int_equal(sched_take(s, r.worker, 0, &id), 0);
-    struct job_spec j;
-    mk_job(&j, 2, "rembg", "rembg", 1);
-    j.lane = SCHED_LANE_BATCH;
-    j.submit_ns = 0;
-    assert_int_equal(sched_job_add(s, &j, 0), 0);
+    add_batch(s, 2, "rembg", "rembg", 0);
     assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 0);
     assert_int_equal(sched_dispatch(s, S(2), on_placed, &r), 1);
     assert_int_equal(r.job, 2);
@@ -1862,22 +1861,10 @@ static void test_late_long_batch_job_queues(void **state)
     struct sched *s = mk_sched();
     assert_int_equal(sched_cap_slo(s, "image.fast", 10), 0);
     assert_int_equal(sched_cap_slo(s, "video", 120), 0);
-    struct worker_info w;
-    mk_worker(&w, "gpu0", 65536);
-    load(&w, "image-v2", 22528);
-    load(&w, "video", 28672);
-    assert_int_equal(sched_worker_update(s, &w, 0), 0);
     struct rec r = {0};
     uint64_t id;
-    add(s, 1, "image.fast", "image-v2", 1, 0);
-    assert_int_equal(sched_dispatch(s, 0, on_placed, &r), 1);
-    assert_int_equal(sched_take(s, "gpu0", 0, &id), 0);
-    assert_int_equal(id, 1);
-    struct job_spec j;
-    mk_job(&j, 2, "video", "video", 1);
-    j.lane = SCHED_LANE_BATCH;
-    j.submit_ns = 0;
-    assert_int_equal(sched_job_add(s, &j, 0), 0);
+    gpu0_runs_image(s, "video", 28672, &r);
+    add_batch(s, 2, "video", "video", 0);
     assert_int_equal(sched_dispatch(s, S(20), on_placed, &r), 0); /* urgent, not late */
     add(s, 3, "image.fast", "image-v2", 1, S(40));
     assert_int_equal(sched_dispatch(s, S(40), on_placed, &r), 1);
