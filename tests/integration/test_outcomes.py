@@ -115,25 +115,12 @@ class Sniff(Proxy):
         self.outcomes = self.singles = 0
         super().__init__(target_url)
 
-    def _pump(self, src, dst):
-        if src.getsockname()[1] != self.port:  # head → agent: not looked at
-            return Proxy._pump(src, dst)
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                with self.lock:
-                    self.outcomes += data.count(b"POST /v1/agent/outcomes ")
-                    self.singles += data.count(b"/complete?")
-                dst.sendall(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            try:
-                s.shutdown(2)
-            except OSError:
-                pass
+    def _forward(self, src, dst, data):
+        if src.getsockname()[1] == self.port:  # agent → head (the other way is not looked at)
+            with self.lock:
+                self.outcomes += data.count(b"POST /v1/agent/outcomes ")
+                self.singles += data.count(b"/complete?")
+        dst.sendall(data)
 
 
 def run_jobs(head_factory, tmp_path, extra, n=24):
