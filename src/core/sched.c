@@ -1035,6 +1035,15 @@ static bool dispatch_before(const struct sched *s, const struct sjob *h, const s
     return h->spec.id < b->spec.id;
 }
 
+const struct sched_candidate *sched_explain_candidate(const struct sched_explain *why,
+                                                      const char *worker)
+{
+    for (int i = 0; why && worker && i < why->nkept; i++)
+        if (!strcmp(why->cand[i].worker_id, worker))
+            return &why->cand[i];
+    return NULL;
+}
+
 int sched_dispatch(struct sched *s, int64_t now,
                    void (*placed)(uint64_t job_id, const char *worker_id,
                                   const struct sched_explain *why, void *arg),

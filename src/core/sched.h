@@ -126,6 +126,11 @@ struct sched_explain {
     int filtered_capability, filtered_vram, filtered_busy, filtered_unhealthy;
 };
 
+/* sched_explain_candidate: the scored entry of worker in why (the winner's,
+ * given the winner), or NULL when it was not among the kept candidates. */
+const struct sched_candidate *sched_explain_candidate(const struct sched_explain *why,
+                                                      const char *worker);
+
 struct sched_config {
     int queue_depth;             /* placed-but-not-started jobs per worker (R20); default 2 */
     double hot_temp_c;           /* at/above: thermal penalty applies; default 80 */

@@ -520,11 +520,9 @@ static void on_placed(uint64_t job_id, const char *worker_id, const struct sched
     d->stats.decisions++;
     trace_placed(job_id, worker_id, why, b.data + cands_at, cands_len);
     buf_fini(&b);
-    for (int i = 0; i < why->nkept; i++)
-        if (!strcmp(why->cand[i].worker_id, worker_id)) {
-            metrics_placement(why->cand[i].warm, why->cand[i].evictions);
-            break;
-        }
+    const struct sched_candidate *won = sched_explain_candidate(why, worker_id);
+    if (won)
+        metrics_placement(won->warm, won->evictions);
 }
 
 static void on_lost(uint64_t job_id, void *arg)

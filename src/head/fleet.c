@@ -81,12 +81,11 @@ void fleet_note_placement(struct fleet *f, uint64_t job_id, const char *worker_i
             d->score_s = why->cand[0].score_s;
             d->warm = why->cand[0].warm;
             /* cand[] is best first, but say what the winner scored. */
-            for (int i = 0; i < why->nkept; i++)
-                if (!strcmp(why->cand[i].worker_id, worker_id)) {
-                    d->score_s = why->cand[i].score_s;
-                    d->warm = why->cand[i].warm;
-                    break;
-                }
+            const struct sched_candidate *won = sched_explain_candidate(why, worker_id);
+            if (won) {
+                d->score_s = won->score_s;
+                d->warm = won->warm;
+            }
         }
     }
     f->next = (f->next + 1) % FLEET_RING;

@@ -447,13 +447,9 @@ void trace_placed(uint64_t id, const char *worker, const struct sched_explain *w
                   const char *cands, size_t cands_len)
 {
     int64_t now = clock_wall_ms();
-    int16_t evictions = 0;
-    for (int i = 0; i < why->nkept; i++)
-        if (!strcmp(why->cand[i].worker_id, worker)) {
-            int e = why->cand[i].evictions;
-            evictions = (int16_t)(e > INT16_MAX ? INT16_MAX : e);
-            break;
-        }
+    const struct sched_candidate *won = sched_explain_candidate(why, worker);
+    int e = won ? won->evictions : 0;
+    int16_t evictions = (int16_t)(e > INT16_MAX ? INT16_MAX : e);
     WITH_TRACE(id, true, t)
     {
         struct buf b;
