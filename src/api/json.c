@@ -105,6 +105,17 @@ void json_put_string(struct buf *out, const char *s)
     size_t n = strlen(s);
     buf_append(out, "\"", 1);
     while (n) {
+        /* A run of printable ASCII needing no escape goes in with one append:
+         * names, ids and reasons are nearly all such text. */
+        size_t run = 0;
+        while (run < n && p[run] >= 0x20 && p[run] < 0x7f && p[run] != '"' && p[run] != '\\')
+            run++;
+        if (run) {
+            buf_append(out, p, run);
+            p += run;
+            n -= run;
+            continue;
+        }
         size_t k = json_utf8_seq(p, n);
         if (!k) {
             buf_puts(out, "\\ufffd");
@@ -620,15 +631,21 @@ int json_parse_job(const char *body, size_t len, const struct head_config *cfg,
     out->lc.deadline_ms = deadline;
     out->lc.timeout_ms = timeout_s * 1000;
     out->params_json = json_dumps(params, JSON_COMPACT | JSON_SORT_KEYS);
-    /* What the request asks for, normalized: a replay with the same key must match it. */
-    struct buf canon;
-    buf_init(&canon);
-    buf_printf(&canon, "%s\n%s\n%s\n%s\n%lld\n%s", out->capability, out->model,
-               job_lane_name(out->lane), job_tier_name(out->tier), deadline, out->params_json);
-    if (timeout_s) /* absent from the hash when not given: keys made before it stay valid */
-        buf_printf(&canon, "\ntimeout %lld", timeout_s);
-    token_hash(canon.data, out->body_hash);
-    buf_fini(&canon);
+    /* What the request asks for, normalized: a replay with the same key must match it.
+     * Only a replay reads it, so a job without a key has none (as it comes back
+     * from the store or the compact record: jobs.c): the hash was a twentieth
+     * of a plain submit's instructions. */
+    if (idem) {
+        struct buf canon;
+        buf_init(&canon);
+        buf_printf(&canon, "%s\n%s\n%s\n%s\n%lld\n%s", out->capability, out->model,
+                   job_lane_name(out->lane), job_tier_name(out->tier), deadline,
+                   out->params_json);
+        if (timeout_s) /* absent from the hash when not given: keys made before it stay valid */
+            buf_printf(&canon, "\ntimeout %lld", timeout_s);
+        token_hash(canon.data, out->body_hash);
+        buf_fini(&canon);
+    }
     ret = 0;
 out:
     json_decref(params);
@@ -636,12 +653,37 @@ out:
     return ret;
 }
 
+/* v in decimal: the job's answer carries a dozen integers, and printf's
+ * machinery cost more than the rest of the rendering. */
+static void put_int(struct buf *out, long long v)
+{
+    char tmp[24];
+    char *e = tmp + sizeof tmp, *p = e;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--p = '-';
+    buf_append(out, p, (size_t)(e - p));
+}
+
+/* ,"key": then the text. */
+static void put_key(struct buf *out, const char *key)
+{
+    buf_puts(out, ",\"");
+    buf_puts(out, key);
+    buf_puts(out, "\":");
+}
+
 static void put_ms(struct buf *out, const char *key, int64_t ms)
 {
+    put_key(out, key);
     if (ms)
-        buf_printf(out, ",\"%s\":%lld", key, (long long)ms);
+        put_int(out, (long long)ms);
     else
-        buf_printf(out, ",\"%s\":null", key);
+        buf_puts(out, "null");
 }
 
 int json_parse_batch(const char *body, size_t len, int max_jobs,
@@ -687,22 +729,39 @@ out:
 
 void json_render_job(struct buf *out, const struct job_rec *j, const char *tenant_name)
 {
-    buf_printf(out, "{\"id\":\"%llu\",\"tenant\":", (unsigned long long)j->id);
+    buf_puts(out, "{\"id\":\"");
+    put_int(out, (long long)j->id);
+    buf_puts(out, "\",\"tenant\":");
     json_put_string(out, tenant_name ? tenant_name : "");
     buf_puts(out, ",\"capability\":");
     json_put_string(out, j->capability);
     buf_puts(out, ",\"model\":");
     json_put_string(out, j->model);
-    buf_printf(out, ",\"params\":%s", j->params_json ? j->params_json : "{}");
+    buf_puts(out, ",\"params\":");
+    buf_puts(out, j->params_json ? j->params_json : "{}");
     enum job_state state = job_rec_state(j);
-    buf_printf(out, ",\"lane\":\"%s\",\"priority\":\"%s\",\"state\":\"%s\"", job_lane_name(j->lane),
-               job_tier_name(j->tier), job_state_name(state));
-    if (state == JOB_RUNNING && j->phase != PHASE_NONE)
-        buf_printf(out, ",\"phase\":\"%s\"", job_phase_name(j->phase));
-    else
+    buf_puts(out, ",\"lane\":\"");
+    buf_puts(out, job_lane_name(j->lane));
+    buf_puts(out, "\",\"priority\":\"");
+    buf_puts(out, job_tier_name(j->tier));
+    buf_puts(out, "\",\"state\":\"");
+    buf_puts(out, job_state_name(state));
+    buf_puts(out, "\"");
+    if (state == JOB_RUNNING && j->phase != PHASE_NONE) {
+        buf_puts(out, ",\"phase\":\"");
+        buf_puts(out, job_phase_name(j->phase));
+        buf_puts(out, "\"");
+    } else {
         buf_puts(out, ",\"phase\":null");
-    buf_printf(out, ",\"progress\":%.3f,\"attempt\":%d,\"failures\":%d,\"cost_s\":%.3f",
-               j->progress, j->lc.attempt, j->lc.failures, j->cost_s);
+    }
+    buf_puts(out, ",\"progress\":");
+    buf_put_fixed(out, j->progress, 3);
+    buf_puts(out, ",\"attempt\":");
+    put_int(out, j->lc.attempt);
+    buf_puts(out, ",\"failures\":");
+    put_int(out, j->lc.failures);
+    buf_puts(out, ",\"cost_s\":");
+    buf_put_fixed(out, j->cost_s, 3);
     buf_puts(out, ",\"worker_id\":");
     if (j->lc.worker[0])
         json_put_string(out, j->lc.worker);
@@ -714,9 +773,10 @@ void json_render_job(struct buf *out, const struct job_rec *j, const char *tenan
     else
         buf_puts(out, "null");
     put_ms(out, "deadline", j->lc.deadline_ms);
-    if (j->lc.timeout_ms)
-        buf_printf(out, ",\"timeout_s\":%lld", (long long)(j->lc.timeout_ms / 1000));
-    else
+    if (j->lc.timeout_ms) {
+        buf_puts(out, ",\"timeout_s\":");
+        put_int(out, (long long)(j->lc.timeout_ms / 1000));
+    } else
         buf_puts(out, ",\"timeout_s\":null");
     buf_puts(out, ",\"error\":");
     if (j->error_class[0] && state != JOB_SUCCEEDED) {
@@ -731,10 +791,13 @@ void json_render_job(struct buf *out, const struct job_rec *j, const char *tenan
     put_ms(out, "created_ms", j->created_ms);
     put_ms(out, "started_ms", j->started_ms);
     put_ms(out, "finished_ms", j->finished_ms);
-    if (j->eta_start_ms)
-        buf_printf(out, ",\"eta\":{\"start_ms\":%lld,\"finish_ms\":%lld}",
-                   (long long)j->eta_start_ms, (long long)j->eta_finish_ms);
-    else
+    if (j->eta_start_ms) {
+        buf_puts(out, ",\"eta\":{\"start_ms\":");
+        put_int(out, (long long)j->eta_start_ms);
+        buf_puts(out, ",\"finish_ms\":");
+        put_int(out, (long long)j->eta_finish_ms);
+        buf_puts(out, "}");
+    } else
         buf_puts(out, ",\"eta\":null");
     buf_puts(out, ",\"waiting_reason\":");
     if (j->waiting_reason[0])

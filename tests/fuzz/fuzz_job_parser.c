@@ -28,8 +28,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct api_error err;
     int rc = json_parse_job((const char *)data, size, &cfg, &tenant, NULL, 1, &job, &err);
     if (rc == 0) {
-        /* A parsed job must be well-formed. */
-        if (!job.params_json || !job.capability[0] || !job.model[0] || !job.body_hash[0])
+        /* A parsed job must be well-formed; a replay's hash only with a key. */
+        if (!job.params_json || !job.capability[0] || !job.model[0] ||
+            !job.body_hash[0] != !job.idem_key[0])
             abort();
         struct buf b;
         buf_init(&b);
