@@ -32,6 +32,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!job.params_json || !job.capability[0] || !job.model[0] ||
             !job.body_hash[0] != !job.idem_key[0])
             abort();
+        /* The stored params are jansson's compact, key-sorted text byte for
+         * byte (old idempotency hashes were made from it), whichever writer
+         * made them (api/json.c dump_params). */
+        json_t *pv = json_loads(job.params_json, 0, NULL);
+        char *again = pv ? json_dumps(pv, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        if (!again || strcmp(again, job.params_json))
+            abort();
+        free(again);
+        json_decref(pv);
         struct buf b;
         buf_init(&b);
         json_render_job(&b, &job, tenant.name);
