@@ -642,6 +642,7 @@ static char *dump_params(json_t *params)
 {
     struct buf b;
     buf_init(&b);
+    buf_reserve(&b, 256); /* a typical params text: no regrowth */
     if (dump_plain(&b, params, 0))
         return buf_steal(&b);
     buf_fini(&b);
@@ -831,6 +832,9 @@ out:
 
 void json_render_job(struct buf *out, const struct job_rec *j, const char *tenant_name)
 {
+    /* Room for a queued job's answer at once: grown from 64 bytes by
+     * doubling, it was reallocated four times per 201. */
+    buf_reserve(out, 1024 + (j->params_json ? strlen(j->params_json) : 2));
     buf_puts(out, "{\"id\":\"");
     put_int(out, (long long)j->id);
     buf_puts(out, "\",\"tenant\":");
