@@ -64,7 +64,7 @@ def main():
                         r.get('unfinished', 0))
             figs.setdefault(pol, []).append(run[pol])
         g = run.get('gpuq')
-        others = [v for pol, v in run.items() if pol not in ('gpuq', 'oracle')]
+        others = [v for pol, v in run.items() if pol not in ('gpuq', 'oracle', 'oracle-prio')]
         if g and others and all(g[0] <= o[0] and g[1] <= o[1] and g[2] >= o[2] for o in others):
             wins += 1
     print(f"{wl} {cap} seeds {first}..{last} {over or ''}")

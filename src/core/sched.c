@@ -793,6 +793,8 @@ int sched_job_add(struct sched *s, const struct job_spec *spec, int64_t now)
     if (j->spec.lane == SCHED_LANE_INTERACTIVE) {
         sched_headroom_note(s, &s->caps[j->cap], j->cost_s, now);
         s->caps[j->cap].interactive = true;
+        if (j->model >= 0)
+            s->models[j->model].interactive = true;
     }
     hashmap_put_u64(&s->jobs, j->spec.id, j);
     queue_job(s, j, false);

@@ -22,6 +22,7 @@
 struct smodel {
     struct model_info info;
     bool configured; /* set by sched_model_set (else learned from a report) */
+    bool interactive; /* an interactive job was ever submitted for it (rule 17) */
     /* Usable workers, and those of them that can hold it, counted at fleet
      * version homes_ver (0 = never; sched_score.c: model_scarcity). */
     int homes, usable;

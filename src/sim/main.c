@@ -12,6 +12,7 @@
 static const struct policy *const all_policies[] = {
     &policy_gpuq,        &policy_rr,          &policy_least_loaded, &policy_affinity,
     &policy_affinity_ect, &policy_pick_worker, &policy_shared_fifo, &policy_oracle,
+    &policy_oracle_prio,
 };
 #define NPOL ((int)(sizeof(all_policies) / sizeof(all_policies[0])))
 
@@ -19,7 +20,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: gpuq-sim --workload FILE --policy NAME [--seed N] [--json] [--no-timing]\n"
                "  NAME: gpuq, rr, least-loaded, affinity, affinity-ect, pick-worker,\n"
-               "        shared-fifo, oracle, a comma-separated list of them, or all\n"
+               "        shared-fifo, oracle, oracle-prio, a comma-separated list of\n"
+               "        them, or all\n"
                "  --json       one JSON object keyed by policy name\n"
                "  --no-timing  leave out decision_us (wall-clock), for byte-identical reports\n");
 }

@@ -10,6 +10,15 @@
  *  - oracle: the same queue in a world without loads — every model resident
  *    on every GPU, VRAM never in the way (policy.all_warm). No router can
  *    beat it by much: its figures are the floor each report is divided by.
+ *  - oracle-prio: the oracle's world, but the queue serves the interactive
+ *    lane first (a strict priority queue, not preemptive: a running batch job
+ *    finishes), oldest first within a lane. gpuq keeps interactive users
+ *    fast while batch floods, so a batch model's tail under gpuq is read
+ *    against this floor, not the oracle's, which serves everyone in arrival
+ *    order. With one lane it is the oracle; on identical GPUs with one
+ *    exponential run time it is the non-preemptive priority M/M/c queue
+ *    (tests/integration/test_sim_baselines.py checks both). A reference, not
+ *    a rule of gpuq: gpuq's order lives in src/core.
  * The queue is kept per capability (oldest head first across the ones a GPU
  * serves), which is one FIFO as each GPU sees it. A job no GPU can ever hold
  * is refused at once, as in policy_base.c. */
@@ -77,7 +86,19 @@ static void central_arrive(struct sim *s, int job)
     sim_capq_push(s, st, job);
 }
 
-/* A free slot takes the oldest job it can start, across its capabilities. */
+/* a goes before b in the shared queue: the oldest first, and for
+ * oracle-prio the interactive lane before the batch lane. */
+static bool central_before(const struct sim *s, const struct sim_job *a, const struct sim_job *b)
+{
+    if (s->pol->lane_first) {
+        enum sched_lane la = s->wl->caps[a->cap].lane, lb = s->wl->caps[b->cap].lane;
+        if (la != lb)
+            return la == SCHED_LANE_INTERACTIVE;
+    }
+    return a->submit_t < b->submit_t;
+}
+
+/* A free slot takes the first job it can start, across its capabilities. */
 static void central_free(struct sim *s, int gpu)
 {
     struct sim_capq *st = s->pstate;
@@ -95,7 +116,7 @@ static void central_free(struct sim *s, int gpu)
                 skip[k] = true;
                 continue;
             }
-            if (best < 0 || s->jobs[h].submit_t < s->jobs[best].submit_t) {
+            if (best < 0 || central_before(s, &s->jobs[h], &s->jobs[best])) {
                 best = h;
                 bk = k;
             }
@@ -123,6 +144,16 @@ const struct policy policy_shared_fifo = {
 const struct policy policy_oracle = {
     .name = "oracle",
     .all_warm = true,
+    .init = sim_capq_attach,
+    .fini = sim_capq_detach,
+    .arrive = central_arrive,
+    .gpu_free = central_free,
+};
+
+const struct policy policy_oracle_prio = {
+    .name = "oracle-prio",
+    .all_warm = true,
+    .lane_first = true,
     .init = sim_capq_attach,
     .fini = sim_capq_detach,
     .arrive = central_arrive,

@@ -128,6 +128,8 @@ struct policy {
     /* The oracle's world: every model resident on every GPU, loads free and
      * VRAM never in the way (sim_start treats every start as warm). */
     bool all_warm;
+    /* The shared queue serves the interactive lane first (oracle-prio). */
+    bool lane_first;
     void (*init)(struct sim *s);
     void (*fini)(struct sim *s);
     /* A job needs a GPU (new, or retried: its lc_job lists the GPUs that failed it). */
@@ -241,6 +243,7 @@ struct lc_now sim_lc_now(const struct sim *s);
 void sim_record_decision(struct sim *s, double us);
 
 extern const struct policy policy_gpuq, policy_rr, policy_least_loaded, policy_affinity,
-    policy_pick_worker, policy_affinity_ect, policy_shared_fifo, policy_oracle;
+    policy_pick_worker, policy_affinity_ect, policy_shared_fifo, policy_oracle,
+    policy_oracle_prio;
 
 #endif

@@ -63,7 +63,7 @@ def test_same_seed_same_report(tmp_path):
 def test_report_shape():
     out = json.loads(run_sim("--workload", SEED7, "--policy", "all", "--json").stdout)
     assert set(out) == {"gpuq", "rr", "least-loaded", "affinity", "affinity-ect", "pick-worker",
-                        "shared-fifo", "oracle"}
+                        "shared-fifo", "oracle", "oracle-prio"}
     for pol, r in out.items():
         for key in ("latency", "slowdown", "throughput_per_hour", "utilization",
                     "cache_hit_ratio", "cold_loads", "slo_attainment", "completed", "failed",

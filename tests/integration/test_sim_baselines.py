@@ -31,7 +31,7 @@ pytestmark = pytest.mark.skipif(not os.path.exists(SIM), reason="gpuq-sim not bu
 heavy = pytest.mark.skipif(SANITIZED, reason="long statistical runs; not under sanitizers")
 
 ALL = {"gpuq", "rr", "least-loaded", "affinity", "affinity-ect", "pick-worker", "shared-fifo",
-       "oracle"}
+       "oracle", "oracle-prio"}
 
 
 def sim(workload, policy, *extra, check=True):
@@ -115,6 +115,85 @@ def test_md1_mean_wait_matches_pollaczek_khinchine():
         assert svc == pytest.approx(json.load(open(MD1))["capabilities"][0]["run_s"])
         want = pk_wait(lam, svc, svc * svc)  # deterministic service: E[S^2] = S^2
         assert abs(got - want) / want < 0.03, (pol, got, want)
+
+
+def priority_wait(c, lams, mu):
+    """Mean wait of each class of the non-preemptive priority M/M/c queue
+    with one service rate for all classes, class 0 served first (Cobham's
+    form with Erlang C): W_k = C(c, a) / (c mu (1 - s_{k-1}) (1 - s_k)),
+    s_k the load of classes 0..k. Their arrival-weighted mean is Erlang C's."""
+    lam = sum(lams)
+    a = lam / mu
+    head = sum(a ** k / math.factorial(k) for k in range(c))
+    tail = a ** c / math.factorial(c) / (1 - a / c)
+    wait_p = tail / (head + tail)
+    out, before = [], 0.0
+    for li in lams:
+        upto = before + li / (c * mu)
+        out.append(wait_p / (c * mu * (1 - before) * (1 - upto)))
+        before = upto
+    return out
+
+
+def two_lane_mm4(path, duration_s):
+    """mm4-rho85 with its arrivals split over two capabilities of the same
+    model and run time: 35% interactive, 65% batch."""
+    wl = json.load(open(MM4))
+    wl["duration_s"] = duration_s
+    wl["capabilities"] = [
+        {"name": "now", "model": "m", "run_s": 2.0, "dist": "exp", "weight": 0.35},
+        {"name": "later", "model": "m", "run_s": 2.0, "dist": "exp", "weight": 0.65,
+         "lane": "batch"}]
+    path.write_text(json.dumps(wl))
+    return str(path)
+
+
+@heavy
+def test_oracle_prio_mean_waits_match_priority_mmc(tmp_path):
+    """oracle-prio serves the interactive lane first, without preemption: on
+    M/M/4 at rho = 0.85 each lane's mean wait is the priority queue's closed
+    form (at the drawn rates), and the oracle's stays Erlang C's."""
+    path = two_lane_mm4(tmp_path / "mm4-lanes.json", 240000)
+    out = report(path, "oracle,oracle-prio")
+    c = json.load(open(MM4))["fleet"][0]["count"]
+    caps = out["oracle-prio"]["per_capability"]
+    lams = [caps[k]["jobs"] / 240000 for k in ("now", "later")]
+    busy = sum(caps[k]["completed"] * (caps[k]["latency_mean"] - caps[k]["wait_mean"])
+               for k in ("now", "later"))
+    mu = sum(caps[k]["completed"] for k in ("now", "later")) / busy
+    want = priority_wait(c, lams, mu)
+    for k, w in zip(("now", "later"), want):
+        got = caps[k]["wait_mean"]
+        assert abs(got - w) / w < 0.04, (k, got, w)
+    # Interactive-first moves wait from one lane to the other: the
+    # interactive lane waits far less than under the oracle's one FIFO.
+    o = out["oracle"]["per_capability"]
+    assert caps["now"]["wait_mean"] < 0.3 * o["now"]["wait_mean"]
+    assert caps["later"]["wait_mean"] > o["later"]["wait_mean"]
+    lam = sum(lams)
+    fifo = erlang_c_wait(c, lam, mu)
+    oracle_mean = sum(o[k]["jobs"] * o[k]["wait_mean"] for k in ("now", "later")) / (lam * 240000)
+    assert abs(oracle_mean - fifo) / fifo < 0.04, (oracle_mean, fifo)
+
+
+def test_oracle_prio_is_the_oracle_with_one_lane():
+    # seed7 has no batch lane: serving it first changes nothing.
+    out = report(os.path.join(WL, "seed7.json"), "oracle,oracle-prio")
+    assert out["oracle-prio"]["per_capability"] == out["oracle"]["per_capability"]
+    assert out["oracle-prio"]["cold_loads"] == 0
+
+
+def test_oracle_prio_serves_the_interactive_lane_first(tmp_path):
+    """A short run of the two-lane queue (light enough for the sanitizers):
+    the interactive lane waits less, the batch lane more, than in the FIFO."""
+    path = two_lane_mm4(tmp_path / "short.json", 4000)
+    out = report(path, "oracle,oracle-prio")
+    p, o = out["oracle-prio"]["per_capability"], out["oracle"]["per_capability"]
+    assert p["now"]["jobs"] == o["now"]["jobs"] > 0
+    assert p["now"]["wait_mean"] < o["now"]["wait_mean"]
+    assert p["later"]["wait_mean"] > o["later"]["wait_mean"]
+    # Non-preemptive and work-conserving: the same jobs finish, nothing is lost.
+    assert out["oracle-prio"]["completed"] == out["oracle"]["completed"]
 
 
 def nofit_workload(path):

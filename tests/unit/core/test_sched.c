@@ -1623,6 +1623,51 @@ static void test_batch_job_behind_its_own_capability_is_not_starving(void **stat
     sched_destroy(s);
 }
 
+/* Rule 17: a batch job whose model no interactive job uses passes the
+ * headroom on a GPU that already holds that model, unless an interactive
+ * model is pinned there. On busy_image_fleet a video batch job takes gpu3
+ * (the worst: three as good stay free); then gpu1 holds video too, beside
+ * image-v2 pinned. A rembg batch job (batch-only, but resident nowhere) and
+ * an image-v2 batch job (image.fast's model, resident everywhere) are
+ * refused every GPU, and so is a second video job: gpu1 is kept for
+ * image-v2. Once image-v2 is no longer pinned there, the video job takes
+ * gpu1, where it needs no load and pushes nothing out. Without the rule it
+ * waits with the others. */
+static void gpu1_holds_video(struct sched *s, bool pin_image, int64_t t)
+{
+    struct worker_info w;
+    mk_worker(&w, "gpu1", 65536);
+    load(&w, "image-v2", 22528);
+    w.loaded[0].pinned = pin_image;
+    load(&w, "video", 28672);
+    w.speed = 0.99;
+    assert_int_equal(sched_worker_update(s, &w, t), 0);
+}
+
+static void test_batch_only_model_passes_the_headroom_where_resident(void **state)
+{
+    (void)state;
+    int64_t t0;
+    struct sched *s = busy_image_fleet(&t0);
+    uint64_t got;
+    struct rec r = {0};
+    add_batch(s, 1, "video", "video", t0);
+    assert_int_equal(sched_dispatch(s, t0, on_placed, &r), 1);
+    assert_string_equal(r.worker, "gpu3");
+    assert_int_equal(sched_take(s, "gpu3", t0, &got), 0);
+    gpu1_holds_video(s, true, t0);
+    add_batch(s, 2, "rembg", "rembg", t0);
+    add_batch(s, 3, "image.fast", "image-v2", t0);
+    add_batch(s, 4, "video", "video", t0);
+    assert_int_equal(sched_dispatch(s, t0, on_placed, &r), 0);
+    gpu1_holds_video(s, false, t0 + S(0.1));
+    assert_int_equal(sched_dispatch(s, t0 + S(0.1), on_placed, &r), 1);
+    assert_int_equal(r.job, 4);
+    assert_string_equal(r.worker, "gpu1");
+    assert_true(cand_of(&r.why, "gpu1")->warm);
+    sched_destroy(s);
+}
+
 /* A batch job does not push out a model in demand that few GPUs can hold.
  * gpu0 and gpu2 (32 GB) are the only GPUs of four that can hold video, and
  * hold it; gpu1 and gpu3 (24 GB) run image jobs. A batch image-hq job (6 s)
@@ -1973,6 +2018,7 @@ int main(void)
         cmocka_unit_test(test_long_job_leaves_the_fast_gpu_to_short_jobs),
         cmocka_unit_test(test_batch_eta_at_measured_lane_rate),
         cmocka_unit_test(test_starving_batch_job_passes_the_headroom),
+        cmocka_unit_test(test_batch_only_model_passes_the_headroom_where_resident),
         cmocka_unit_test(test_batch_job_behind_its_own_capability_is_not_starving),
         cmocka_unit_test(test_batch_leaves_a_scarce_model_in_demand),
         cmocka_unit_test(test_starving_batch_leaves_a_scarce_model_one_home),
