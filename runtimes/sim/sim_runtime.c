@@ -78,6 +78,9 @@ static struct {
     struct op ops[SIM_MAX_OPS];
     struct resident models[SIM_MAX_MODELS];
     int nmodels;
+    size_t inline_max;   /* results up to this size go inline (0: files only) */
+    struct png_art art;  /* drawing buffers, reused */
+    struct rt_bytes png; /* the encoded picture, reused */
 } sim;
 
 static int64_t now_ns(void)
@@ -517,18 +520,25 @@ static void finish_run(struct op *o)
     if (o->has_input)
         seed ^= o->input_hash;
     char path[PATH_MAX + 160];
-    unsigned char *px = png_art_draw((int)w, (int)h, seed, solid);
+    unsigned char *px = png_art_draw(&sim.art, (int)w, (int)h, seed, solid);
     if (px && o->has_input && !solid)
         draw_input_hash(px, (int)w, (int)h, o->input_hash);
-    int wr = px ? rt_write_png(o->output_dir, o->id, (int)w, (int)h, px, path, sizeof path) : -1;
-    free(px);
-    if (wr != 0) {
+    if (!px || rt_png_stored(&sim.png, (int)w, (int)h, px) != 0) {
+        emit_error(o->id, "internal", "could not encode the output PNG");
+        return;
+    }
+    int64_t run_ms = (now_ns() - o->start_ns) / 1000000;
+    /* Inline when the agent offered it and the picture fits; else a file. */
+    if (sim.png.len <= sim.inline_max) {
+        rt_emit_inline(stdout, o->id, "image/png", run_ms, sim.png.p, sim.png.len);
+        return;
+    }
+    if (rt_write_bytes(o->output_dir, o->id, sim.png.p, sim.png.len, path, sizeof path) != 0) {
         emit_error(o->id, "internal", "could not write the output PNG");
         return;
     }
     emit(json_pack("{s:s, s:s, s:[{s:s, s:s}], s:I}", "type", "result", "id", o->id, "outputs",
-                   "path", path, "content_type", "image/png", "run_ms",
-                   (json_int_t)((now_ns() - o->start_ns) / 1000000)));
+                   "path", path, "content_type", "image/png", "run_ms", (json_int_t)run_ms));
 }
 
 /* Fires due timers; returns the poll timeout in ms until the next one (-1 none). */
@@ -597,6 +607,7 @@ int main(int argc, char **argv)
     sim.step_ms = 80; /* 30 steps at 1024x1024: 2.4 s, the seeds' image time */
     sim.fault_rate = 1.0;
     sim.rng = 0x2545f4914f6cdd1dull ^ (uint64_t)getpid();
+    sim.inline_max = rt_inline_max();
     const char *env_vram = getenv("GPUQ_VRAM_TOTAL_MB");
     sim.vram_total_mb = env_vram ? atoll(env_vram) : 32607;
     for (int i = 1; i < argc; i++) {
