@@ -48,7 +48,7 @@ unsigned char *png_art_draw(struct png_art *a, int w, int h, uint64_t seed, bool
     if (!grow((void **)&a->px, &a->px_cap, (size_t)w * (size_t)h * 3, 1) ||
         !grow((void **)&a->colw, &a->colw_cap, (size_t)w * 3, sizeof(double)) ||
         !grow((void **)&a->roww, &a->roww_cap, (size_t)h * 3, sizeof(double)) ||
-        !grow((void **)&a->ring, &a->ring_cap, (size_t)m * (size_t)m * 2, sizeof(double)))
+        !grow((void **)&a->ring, &a->ring_cap, (size_t)m * (size_t)m * 3, sizeof(double)))
         return NULL;
     unsigned char *px = a->px;
     uint64_t r = mix(seed);
@@ -69,9 +69,16 @@ unsigned char *png_art_draw(struct png_art *a, int w, int h, uint64_t seed, bool
      * sin(a + b) = sin a cos b + cos a sin b, so a pixel costs no sin/cos at
      * all (zero-duration benchmark jobs spend their time here). */
     double *colw = a->colw, *roww = a->roww, *ring = a->ring;
+    double sph[3], cph[3];
+    for (int k = 0; k < 3; k++) {
+        sph[k] = sin(ph[k]);
+        cph[k] = cos(ph[k]);
+    }
+    /* A channel is ((127.5 + column) + row) + ring, in that order as ever:
+     * the first sum is tabulated per column, the ring term per distance. */
     for (int x = 0; x < w; x++)
         for (int k = 0; k < 3; k++)
-            colw[x * 3 + k] = 60 * sin(x * fx * (k + 1) + ph[k]);
+            colw[x * 3 + k] = 127.5 + 60 * sin(x * fx * (k + 1) + ph[k]);
     for (int y = 0; y < h; y++)
         for (int k = 0; k < 3; k++)
             roww[y * 3 + k] = 50 * cos(y * fy * (3 - k) + ph[(k + 1) % 3]);
@@ -82,32 +89,24 @@ unsigned char *png_art_draw(struct png_art *a, int w, int h, uint64_t seed, bool
             if (!used)
                 continue;
             double d = sqrt((double)(c * c + b * b));
-            double s, co;
-            s = sin(d * 0.15);
-            co = cos(d * 0.15);
-            ring[((size_t)b * (size_t)m + (size_t)c) * 2] = s;
-            ring[((size_t)b * (size_t)m + (size_t)c) * 2 + 1] = co;
-            ring[((size_t)c * (size_t)m + (size_t)b) * 2] = s;
-            ring[((size_t)c * (size_t)m + (size_t)b) * 2 + 1] = co;
+            double sd = sin(d * 0.15), cd = cos(d * 0.15);
+            double *e1 = ring + ((size_t)b * (size_t)m + (size_t)c) * 3;
+            double *e2 = ring + ((size_t)c * (size_t)m + (size_t)b) * 3;
+            for (int k = 0; k < 3; k++)
+                e1[k] = e2[k] = 15 * (sd * cph[k] + cd * sph[k]);
         }
-    }
-    double sph[3], cph[3];
-    for (int k = 0; k < 3; k++) {
-        sph[k] = sin(ph[k]);
-        cph[k] = cos(ph[k]);
     }
     for (int y = 0; y < h; y++) {
         int dy = abs(y - h / 2);
-        const double *rrow = ring + (size_t)dy * (size_t)m * 2;
+        const double *rrow = ring + (size_t)dy * (size_t)m * 3;
+        const double *rw = roww + y * 3;
         unsigned char *p = px + (size_t)y * (size_t)w * 3;
         for (int x = 0; x < w; x++, p += 3) {
-            const double *rg = rrow + (size_t)abs(x - w / 2) * 2;
-            double sd = rg[0], cd = rg[1];
-            uint64_t n = mix(seed ^ ((uint64_t)x << 20) ^ (uint64_t)y) & 0x1f;
+            const double *rg = rrow + (size_t)abs(x - w / 2) * 3;
+            const double *cw = colw + x * 3;
+            int n = (int)(mix(seed ^ ((uint64_t)x << 20) ^ (uint64_t)y) & 0x1f) - 16;
             for (int k = 0; k < 3; k++) {
-                double v = 127.5 + colw[x * 3 + k] + roww[y * 3 + k] +
-                           15 * (sd * cph[k] + cd * sph[k]);
-                int iv = (int)v + (int)n - 16;
+                int iv = (int)(cw[k] + rw[k] + rg[k]) + n;
                 p[k] = (unsigned char)(iv < 0 ? 0 : iv > 255 ? 255 : iv);
             }
         }
