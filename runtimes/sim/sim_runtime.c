@@ -2,7 +2,8 @@
  * demos. It speaks the runtime protocol v1 (docs/protocol-runtime.md) on
  * stdin/stdout like a real runtime, but "loads" models by waiting their load
  * time, "runs" jobs by waiting a run time computed from model and size, keeps
- * VRAM accounts against the GPU's size, and writes real PNG outputs. Faults
+ * VRAM accounts against the GPU's size, and answers with real PNG outputs
+ * (inline after the result line when the agent offers it, else a file). Faults
  * are injected by job parameter ("fault": oom|crash|hang|solid|bad_input|cuda|
  * garbage|flood), by flag (--fault KIND [--fault-rate P]) or one-shot by file
  * (--fault-file: the next job takes it). One fault acts at start instead:
@@ -595,10 +596,11 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-    /* Each result's PNG encoder takes a few hundred KiB (zlib's window and
-     * hash tables) and gives them back when the picture is written. With
-     * glibc's default 128 KiB trim threshold every job shrank the heap with
-     * brk and grew it again: a TLB shootdown and fresh page faults per job,
+    /* The picture and its PNG now live in buffers kept from job to job
+     * (sim.art, sim.png), but a job's JSON still comes and goes. With
+     * glibc's default 128 KiB trim threshold a heap that grew once (a large
+     * picture, the libpng encoder this runtime used before) was shrunk with
+     * brk and grown again per job: a TLB shootdown and fresh page faults,
      * half the runtime's CPU on short jobs (perf, make bench). Keeping up to
      * 8 MiB of free heap costs nothing a job would not take again. */
     mallopt(M_TRIM_THRESHOLD, 8 << 20);
