@@ -15,6 +15,26 @@ static uint64_t mix(uint64_t x)
     return x ^ (x >> 31);
 }
 
+/* A channel's value clamped to 0..255. The waves keep it within
+ * 127.5 ± 125 before the noise of -16..15, far inside the table's range;
+ * the branches outside it are never taken but keep any value safe. */
+static unsigned char clamp_lut[1024];
+
+static void clamp_init(void)
+{
+    for (int i = 0; i < 1024; i++) {
+        int v = i - 512;
+        clamp_lut[i] = (unsigned char)(v < 0 ? 0 : v > 255 ? 255 : v);
+    }
+}
+
+static inline unsigned char clamp8(int v)
+{
+    if (v < -512 || v >= 512)
+        return v < 0 ? 0 : 255;
+    return clamp_lut[v + 512];
+}
+
 /* Grows *p to hold n elements of size sz; false when memory runs out. */
 static bool grow(void **p, size_t *cap, size_t n, size_t sz)
 {
@@ -51,6 +71,8 @@ unsigned char *png_art_draw(struct png_art *a, int w, int h, uint64_t seed, bool
         !grow((void **)&a->ring, &a->ring_cap, (size_t)m * (size_t)m * 3, sizeof(double)))
         return NULL;
     unsigned char *px = a->px;
+    if (!clamp_lut[1023])
+        clamp_init();
     uint64_t r = mix(seed);
     if (solid) {
         for (size_t i = 0; i < (size_t)w * (size_t)h; i++) {
@@ -105,10 +127,9 @@ unsigned char *png_art_draw(struct png_art *a, int w, int h, uint64_t seed, bool
             const double *rg = rrow + (size_t)abs(x - w / 2) * 3;
             const double *cw = colw + x * 3;
             int n = (int)(mix(seed ^ ((uint64_t)x << 20) ^ (uint64_t)y) & 0x1f) - 16;
-            for (int k = 0; k < 3; k++) {
-                int iv = (int)(cw[k] + rw[k] + rg[k]) + n;
-                p[k] = (unsigned char)(iv < 0 ? 0 : iv > 255 ? 255 : iv);
-            }
+            p[0] = clamp8((int)(cw[0] + rw[0] + rg[0]) + n);
+            p[1] = clamp8((int)(cw[1] + rw[1] + rg[1]) + n);
+            p[2] = clamp8((int)(cw[2] + rw[2] + rg[2]) + n);
         }
     }
     return px;
