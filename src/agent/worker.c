@@ -853,9 +853,9 @@ static void on_line(struct worker *w, const char *line, size_t len)
             snprintf(err, sizeof err,
                      "result: outputs[0].bytes %lld is over the inline limit of %lld",
                      (long long)m.inline_bytes, (long long)max);
-            note_bad_line(w, err, line, len);
-            rt_frame_start(&w->frame, &m, 1);
             job_fail(w, j, "internal", err);
+            rt_frame_start(&w->frame, &m, 1); /* its bytes are dropped */
+            note_bad_line(w, err, line, len);  /* last: a flood kills the runtime */
             return;
         }
         rt_frame_start(&w->frame, &m, 0); /* on_result once its bytes are in */
