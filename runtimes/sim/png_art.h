@@ -5,10 +5,22 @@
 #define GPUQ_SIM_PNG_ART_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
-/* png_art_draw draws a w×h picture: rows of w*3 RGB bytes, malloc'd (the
- * caller frees), or NULL if w or h is out of 1..4096 or memory runs out. */
-unsigned char *png_art_draw(int w, int h, uint64_t seed, bool solid);
+/* The drawing's buffers, kept from picture to picture (a zero-duration job
+ * should not pay for malloc and fresh pages each time). Zero-initialise. */
+struct png_art {
+    unsigned char *px; /* the last picture: rows of w*3 RGB bytes */
+    size_t px_cap;
+    double *colw, *roww, *ring; /* per-column, per-row and ring-wave tables */
+    size_t colw_cap, roww_cap, ring_cap;
+};
+
+/* png_art_draw draws a w×h picture into a->px, or returns NULL if w or h is
+ * out of 1..4096 or memory runs out. The pixels stay valid until the next
+ * call; the same arguments always give the same pixels. */
+unsigned char *png_art_draw(struct png_art *a, int w, int h, uint64_t seed, bool solid);
+void png_art_free(struct png_art *a);
 
 #endif

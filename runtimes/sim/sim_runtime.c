@@ -2,7 +2,8 @@
  * demos. It speaks the runtime protocol v1 (docs/protocol-runtime.md) on
  * stdin/stdout like a real runtime, but "loads" models by waiting their load
  * time, "runs" jobs by waiting a run time computed from model and size, keeps
- * VRAM accounts against the GPU's size, and writes real PNG outputs. Faults
+ * VRAM accounts against the GPU's size, and answers with real PNG outputs
+ * (inline after the result line when the agent offers it, else a file). Faults
  * are injected by job parameter ("fault": oom|crash|hang|solid|bad_input|cuda|
  * garbage|flood), by flag (--fault KIND [--fault-rate P]) or one-shot by file
  * (--fault-file: the next job takes it). One fault acts at start instead:
@@ -78,6 +79,9 @@ static struct {
     struct op ops[SIM_MAX_OPS];
     struct resident models[SIM_MAX_MODELS];
     int nmodels;
+    size_t inline_max;   /* results up to this size go inline (0: files only) */
+    struct png_art art;  /* drawing buffers, reused */
+    struct rt_bytes png; /* the encoded picture, reused */
 } sim;
 
 static int64_t now_ns(void)
@@ -517,18 +521,25 @@ static void finish_run(struct op *o)
     if (o->has_input)
         seed ^= o->input_hash;
     char path[PATH_MAX + 160];
-    unsigned char *px = png_art_draw((int)w, (int)h, seed, solid);
+    unsigned char *px = png_art_draw(&sim.art, (int)w, (int)h, seed, solid);
     if (px && o->has_input && !solid)
         draw_input_hash(px, (int)w, (int)h, o->input_hash);
-    int wr = px ? rt_write_png(o->output_dir, o->id, (int)w, (int)h, px, path, sizeof path) : -1;
-    free(px);
-    if (wr != 0) {
+    if (!px || rt_png_stored(&sim.png, (int)w, (int)h, px) != 0) {
+        emit_error(o->id, "internal", "could not encode the output PNG");
+        return;
+    }
+    int64_t run_ms = (now_ns() - o->start_ns) / 1000000;
+    /* Inline when the agent offered it and the picture fits; else a file. */
+    if (sim.png.len <= sim.inline_max) {
+        rt_emit_inline(stdout, o->id, "image/png", run_ms, sim.png.p, sim.png.len);
+        return;
+    }
+    if (rt_write_bytes(o->output_dir, o->id, sim.png.p, sim.png.len, path, sizeof path) != 0) {
         emit_error(o->id, "internal", "could not write the output PNG");
         return;
     }
     emit(json_pack("{s:s, s:s, s:[{s:s, s:s}], s:I}", "type", "result", "id", o->id, "outputs",
-                   "path", path, "content_type", "image/png", "run_ms",
-                   (json_int_t)((now_ns() - o->start_ns) / 1000000)));
+                   "path", path, "content_type", "image/png", "run_ms", (json_int_t)run_ms));
 }
 
 /* Fires due timers; returns the poll timeout in ms until the next one (-1 none). */
@@ -585,10 +596,11 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-    /* Each result's PNG encoder takes a few hundred KiB (zlib's window and
-     * hash tables) and gives them back when the picture is written. With
-     * glibc's default 128 KiB trim threshold every job shrank the heap with
-     * brk and grew it again: a TLB shootdown and fresh page faults per job,
+    /* The picture and its PNG now live in buffers kept from job to job
+     * (sim.art, sim.png), but a job's JSON still comes and goes. With
+     * glibc's default 128 KiB trim threshold a heap that grew once (a large
+     * picture, the libpng encoder this runtime used before) was shrunk with
+     * brk and grown again per job: a TLB shootdown and fresh page faults,
      * half the runtime's CPU on short jobs (perf, make bench). Keeping up to
      * 8 MiB of free heap costs nothing a job would not take again. */
     mallopt(M_TRIM_THRESHOLD, 8 << 20);
@@ -597,6 +609,7 @@ int main(int argc, char **argv)
     sim.step_ms = 80; /* 30 steps at 1024x1024: 2.4 s, the seeds' image time */
     sim.fault_rate = 1.0;
     sim.rng = 0x2545f4914f6cdd1dull ^ (uint64_t)getpid();
+    sim.inline_max = rt_inline_max();
     const char *env_vram = getenv("GPUQ_VRAM_TOTAL_MB");
     sim.vram_total_mb = env_vram ? atoll(env_vram) : 32607;
     for (int i = 1; i < argc; i++) {

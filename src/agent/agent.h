@@ -117,6 +117,7 @@ struct worker {
     struct runtime_proc rt;
     enum rt_status rts;
     struct line_reader lr;
+    struct rt_frame frame;   /* an inline result being read (rtproto.h) */
     int failures;            /* consecutive runtime deaths without a success */
     int64_t restart_at_ns;   /* when DOWN: next spawn */
     int64_t hello_deadline_ns;

@@ -84,3 +84,13 @@ enum line_result line_reader_next(struct line_reader *r, char **line, size_t *le
         return LINE_OK;
     }
 }
+
+size_t line_reader_take(struct line_reader *r, void *dst, size_t n)
+{
+    size_t avail = r->len - r->pos;
+    size_t k = n < avail ? n : avail;
+    if (dst && k)
+        memcpy(dst, r->buf + r->pos, k);
+    r->pos += k;
+    return k;
+}

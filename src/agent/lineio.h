@@ -29,4 +29,9 @@ void line_reader_added(struct line_reader *r, size_t n);
  * overlong line; LINE_NONE when more bytes are needed. */
 enum line_result line_reader_next(struct line_reader *r, char **line, size_t *len);
 
+/* line_reader_take: moves up to n bytes that follow the last line returned
+ * (raw bytes framed by a length, e.g. an inline result) to dst, or drops them
+ * when dst is NULL. Returns how many; 0 when more must be read first. */
+size_t line_reader_take(struct line_reader *r, void *dst, size_t n);
+
 #endif

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/lineio.h"
+#include "common/alloc.h"
 #include "common/err.h"
 
 /* Copies a JSON string field into dst; false if present but not a string or
@@ -57,7 +59,7 @@ static const struct {
 int rt_parse(const char *line, size_t len, struct rt_msg *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    out->vram_mb = out->run_ms = out->load_ms = -1;
+    out->vram_mb = out->run_ms = out->load_ms = out->inline_bytes = -1;
     json_error_t jerr;
     json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
     int rc = GPUQ_EINVAL;
@@ -138,7 +140,22 @@ int rt_parse(const char *line, size_t len, struct rt_msg *out, char *err, size_t
             snprintf(err, errlen, "result: outputs[0] must be an object");
             goto fail;
         }
-        if (get_str(first, "path", out->out_path, sizeof out->out_path, 1, err, errlen) ||
+        json_t *nb = json_object_get(first, "bytes");
+        if (nb) { /* inline: the bytes follow the line */
+            out->unframed = 1;
+            if (!json_is_integer(nb) || json_integer_value(nb) < 0) {
+                snprintf(err, errlen, "result: outputs[0].bytes must be a non-negative integer");
+                goto fail;
+            }
+            if (json_object_get(first, "path")) {
+                snprintf(err, errlen, "result: outputs[0] has both bytes and path");
+                goto fail;
+            }
+            out->unframed = 0;
+            out->inline_bytes = json_integer_value(nb);
+        }
+        if ((!nb &&
+             get_str(first, "path", out->out_path, sizeof out->out_path, 1, err, errlen)) ||
             get_str(first, "content_type", out->content_type, sizeof out->content_type, 0, err,
                     errlen))
             goto fail;
@@ -173,6 +190,49 @@ int rt_parse(const char *line, size_t len, struct rt_msg *out, char *err, size_t
 fail:
     json_decref(o);
     return rc;
+}
+
+void rt_frame_start(struct rt_frame *f, const struct rt_msg *m, int skip)
+{
+    rt_frame_reset(f);
+    f->active = 1;
+    f->skip = skip;
+    f->want = m->inline_bytes > 0 ? (size_t)m->inline_bytes : 0;
+    f->have = 0;
+    f->data = skip ? NULL : xmalloc(f->want + 1);
+    f->msg = *m;
+}
+
+int rt_frame_fill(struct rt_frame *f, struct line_reader *lr)
+{
+    if (!f->active)
+        return 0;
+    while (f->have < f->want) {
+        size_t k = line_reader_take(lr, f->data ? f->data + f->have : NULL, f->want - f->have);
+        if (k == 0)
+            return 0;
+        f->have += k;
+    }
+    return 1;
+}
+
+char *rt_frame_take(struct rt_frame *f, size_t *len)
+{
+    char *d = f->data;
+    if (d)
+        d[f->have] = '\0';
+    *len = f->have;
+    f->data = NULL;
+    f->active = 0;
+    return d;
+}
+
+void rt_frame_reset(struct rt_frame *f)
+{
+    free(f->data);
+    f->data = NULL;
+    f->active = f->skip = 0;
+    f->want = f->have = 0;
 }
 
 static void put(struct buf *b, json_t *o)

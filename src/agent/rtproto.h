@@ -13,6 +13,10 @@
 
 #define RT_PROTOCOL 1
 #define RT_ID_MAX 96
+/* The largest result a runtime may send inline (docs/protocol-runtime.md);
+ * the agent offers min(this, max_output_bytes, outbox_memory_bytes) in
+ * $GPUQ_RESULT_INLINE_MAX. */
+#define RT_INLINE_MAX 65536
 
 enum rt_type {
     RT_HELLO,
@@ -43,7 +47,35 @@ struct rt_msg {
     char out_path[PATH_MAX];
     char content_type[96];
     int64_t vram_mb, run_ms, load_ms;
+    /* RT_RESULT: -1 when the output is the file out_path; else the number
+     * of raw bytes that follow this line (outputs[0].bytes). */
+    int64_t inline_bytes;
+    /* Set, with a parse error, when a result line had an outputs[0].bytes
+     * that is not a valid length: the bytes after it cannot be framed. */
+    int unframed;
 };
+
+struct line_reader;
+
+/* An inline result being read: the header line's message, then want bytes.
+ * Invariant: active ⇒ have <= want, and data holds have bytes (data is NULL
+ * when skip: the bytes are read and dropped). */
+struct rt_frame {
+    int active, skip;
+    size_t want, have;
+    char *data;
+    struct rt_msg msg;
+};
+
+/* rt_frame_start begins reading m->inline_bytes bytes (kept, or dropped if
+ * skip). rt_frame_fill takes what lr holds of them: 1 when the frame is
+ * complete (then take data with rt_frame_take), 0 when more must be read.
+ * rt_frame_take hands over the bytes (malloc'd, NUL-terminated, the caller
+ * frees) and ends the frame; rt_frame_reset drops a frame. */
+void rt_frame_start(struct rt_frame *f, const struct rt_msg *m, int skip);
+int rt_frame_fill(struct rt_frame *f, struct line_reader *lr);
+char *rt_frame_take(struct rt_frame *f, size_t *len);
+void rt_frame_reset(struct rt_frame *f);
 
 /* rt_parse: 0, or GPUQ_EINVAL with the reason in err (not JSON, unknown type,
  * missing/invalid field). */

@@ -382,6 +382,18 @@ static void write_failed(struct worker *w, int rc)
         runtime_lost(w, "crash", "the runtime exited (its input is closed)");
 }
 
+/* The largest result a runtime may send inline: never more than a small
+ * result the outbox keeps in memory, nor than an output may be at all. */
+static int64_t inline_max(const struct agent_config *c)
+{
+    int64_t n = RT_INLINE_MAX;
+    if (c->max_output_bytes < n)
+        n = c->max_output_bytes;
+    if (c->outbox_memory_bytes < n)
+        n = c->outbox_memory_bytes;
+    return n;
+}
+
 static void spawn_runtime(struct worker *w)
 {
     const struct agent_config *c = cfg_of(w);
@@ -392,7 +404,9 @@ static void spawn_runtime(struct worker *w)
     snprintf(e_vram, sizeof e_vram, "GPUQ_VRAM_TOTAL_MB=%lld", (long long)w->gpu.vram_total_mb);
     snprintf(e_uuid, sizeof e_uuid, "GPUQ_GPU_UUID=%s", w->gpu.uuid);
     snprintf(e_out, sizeof e_out, "GPUQ_OUTPUT_DIR=%s", w->out_dir);
-    char *env[] = {e_cuda, e_idx, e_wid, e_vram, e_uuid, e_out, NULL};
+    char e_inl[64];
+    snprintf(e_inl, sizeof e_inl, "GPUQ_RESULT_INLINE_MAX=%lld", (long long)inline_max(c));
+    char *env[] = {e_cuda, e_idx, e_wid, e_vram, e_uuid, e_out, e_inl, NULL};
     int64_t now = clock_mono_ns();
     if (runtime_spawn(c->runtime, env, &w->rt) != 0) {
         w->failures++;
@@ -407,6 +421,7 @@ static void spawn_runtime(struct worker *w)
     w->rts = RTS_STARTING;
     w->hello_deadline_ns = now + (int64_t)c->hello_timeout_ms * NS_PER_MS;
     line_reader_reset(&w->lr);
+    rt_frame_reset(&w->frame);
     w->ping_sent_ns = 0;
     w->next_ping_ns = now + (int64_t)c->ping_interval_ms * NS_PER_MS;
     w->load_rid[0] = '\0';
@@ -686,15 +701,18 @@ static int take_output(struct worker *w, const struct job *j, const char *path, 
     return 0;
 }
 
-static void on_result(struct worker *w, struct job *j, const struct rt_msg *m)
+/* A result: its bytes in data (inline, owned, at most inline_max so kept in
+ * memory), or (data NULL) in the file the message names. */
+static void on_result(struct worker *w, struct job *j, const struct rt_msg *m, char *data,
+                      size_t len)
 {
     int64_t now = clock_mono_ns();
     int64_t run_ms = (now - j->run_start_ns) / NS_PER_MS;
-    char *data = NULL;
-    size_t len = 0;
     char why[200];
     char keep[PATH_MAX];
-    if (take_output(w, j, m->out_path, keep, sizeof keep, &data, &len, why, sizeof why) != 0) {
+    keep[0] = '\0';
+    if (!data &&
+        take_output(w, j, m->out_path, keep, sizeof keep, &data, &len, why, sizeof why) != 0) {
         job_fail(w, j, "internal", why);
         return;
     }
@@ -764,6 +782,10 @@ static void on_line(struct worker *w, const char *line, size_t len)
     char err[160];
     if (rt_parse(line, len, &m, err, sizeof err) != 0) {
         note_bad_line(w, err, line, len);
+        if (m.inline_bytes >= 0) /* refused, but framed: drop its bytes */
+            rt_frame_start(&w->frame, &m, 1);
+        else if (m.unframed && w->rt.pid > 0) /* what follows cannot be read */
+            runtime_lost(w, "internal", err);
         return;
     }
     int64_t now = clock_mono_ns();
@@ -821,6 +843,22 @@ static void on_line(struct worker *w, const char *line, size_t len)
     struct job *j = job_find_rid(w, m.id);
     if (!j || j->phase != JOB_RUNNING) {
         note_bad_line(w, "message for an unknown or idle job id", line, len);
+        if (m.type == RT_RESULT && m.inline_bytes >= 0)
+            rt_frame_start(&w->frame, &m, 1);
+        return;
+    }
+    if (m.type == RT_RESULT && m.inline_bytes >= 0) {
+        int64_t max = inline_max(cfg_of(w));
+        if (m.inline_bytes > max) {
+            snprintf(err, sizeof err,
+                     "result: outputs[0].bytes %lld is over the inline limit of %lld",
+                     (long long)m.inline_bytes, (long long)max);
+            job_fail(w, j, "internal", err);
+            rt_frame_start(&w->frame, &m, 1); /* its bytes are dropped */
+            note_bad_line(w, err, line, len);  /* last: a flood kills the runtime */
+            return;
+        }
+        rt_frame_start(&w->frame, &m, 0); /* on_result once its bytes are in */
         return;
     }
     if (m.type == RT_PROGRESS) {
@@ -830,10 +868,25 @@ static void on_line(struct worker *w, const char *line, size_t len)
                                 "generating", m.progress, NULL, now);
         }
     } else if (m.type == RT_RESULT) {
-        on_result(w, j, &m);
+        on_result(w, j, &m, NULL, 0);
     } else if (m.type == RT_ERROR) {
         on_job_error(w, j, &m);
     }
+}
+
+/* An inline result's bytes are all in: the job takes them, unless they were
+ * being dropped or the job is no longer running. */
+static void on_frame(struct worker *w)
+{
+    int skip = w->frame.skip;
+    size_t len;
+    char *data = rt_frame_take(&w->frame, &len);
+    struct job *j = skip ? NULL : job_find_rid(w, w->frame.msg.id);
+    if (!j || j->phase != JOB_RUNNING) {
+        free(data);
+        return;
+    }
+    on_result(w, j, &w->frame.msg, data, len);
 }
 
 /* Reads what the runtime wrote; false when it closed its stdout (died). */
@@ -853,7 +906,15 @@ static bool read_runtime(struct worker *w)
         char *line;
         size_t len;
         enum line_result r;
-        while (w->rt.pid > 0 && (r = line_reader_next(&w->lr, &line, &len)) != LINE_NONE) {
+        while (w->rt.pid > 0) {
+            if (w->frame.active) {
+                if (!rt_frame_fill(&w->frame, &w->lr))
+                    break;
+                on_frame(w);
+                continue;
+            }
+            if ((r = line_reader_next(&w->lr, &line, &len)) == LINE_NONE)
+                break;
             if (r == LINE_TOO_LONG)
                 note_bad_line(w, "line longer than max_line_bytes", NULL, 0);
             else
@@ -1196,6 +1257,7 @@ void worker_destroy(struct worker *w)
         close(w->wake[1]);
     rmdir(w->out_dir);
     line_reader_fini(&w->lr);
+    rt_frame_reset(&w->frame);
     http_client_fini(&w->hc);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);

@@ -1,7 +1,8 @@
 /* fuzz_rtproto.c: libFuzzer harness for the runtime protocol lines the agent
  * reads from a runtime's stdout (agent/rtproto.c rt_parse, see
  * docs/protocol-runtime.md). Any bytes must give a message or an error with a
- * reason; a message that parses holds only the values the protocol allows. */
+ * reason; a message that parses holds only the values the protocol allows
+ * (a result names a file or the length of the bytes after its line). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,8 +20,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc != 0) {
         CHECK(err[0] != '\0');
         TERMINATED(err);
+        /* A refused inline result: either its length frames what follows
+         * or it cannot, never both. */
+        CHECK(!(m.unframed && m.inline_bytes >= 0));
         return 0;
     }
+    CHECK(!m.unframed);
+    CHECK(m.inline_bytes >= -1);
     CHECK(m.type >= RT_HELLO && m.type <= RT_LOG);
     TERMINATED(m.id);
     TERMINATED(m.runtime);
@@ -39,6 +45,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     case RT_RESULT:
         CHECK(m.content_type[0] != '\0');
+        /* Inline bytes name no file. */
+        CHECK(m.inline_bytes < 0 || m.out_path[0] == '\0');
         for (const char *c = m.content_type; *c; c++)
             CHECK((unsigned char)*c >= 0x20 && (unsigned char)*c <= 0x7e);
         break;

@@ -4,10 +4,12 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
+#include "agent/lineio.h"
 #include "agent/rtproto.h"
 #include "common/err.h"
 
@@ -87,6 +89,104 @@ static void test_bad_lines(void **state)
     assert_int_equal(rt_parse(nul, sizeof nul - 1, &m, err, sizeof err), GPUQ_EINVAL);
 }
 
+/* An inline result: its length parsed from outputs[0].bytes; a length that
+ * cannot frame what follows is an error that says so (unframed), one that
+ * can but comes with another bad field keeps its length (so the bytes can be
+ * skipped). */
+static void test_inline_result_headers(void **state)
+{
+    (void)state;
+    struct rt_msg m;
+    char err[160];
+    assert_int_equal(parse("{\"type\":\"result\",\"id\":\"7.1\",\"outputs\":[{\"bytes\":5000,"
+                           "\"content_type\":\"image/png\"}],\"run_ms\":3}",
+                           &m, err),
+                     0);
+    assert_int_equal(m.inline_bytes, 5000);
+    assert_string_equal(m.out_path, "");
+    assert_string_equal(m.content_type, "image/png");
+    assert_int_equal(parse("{\"type\":\"result\",\"id\":\"7.1\",\"outputs\":[{\"path\":\"/o/7\"}]}",
+                           &m, err),
+                     0);
+    assert_int_equal(m.inline_bytes, -1); /* a file */
+    const char *unframed[] = {
+        "{\"type\":\"result\",\"id\":\"a\",\"outputs\":[{\"bytes\":\"lots\"}]}",
+        "{\"type\":\"result\",\"id\":\"a\",\"outputs\":[{\"bytes\":-1}]}",
+        "{\"type\":\"result\",\"id\":\"a\",\"outputs\":[{\"bytes\":1.5}]}",
+        "{\"type\":\"result\",\"id\":\"a\",\"outputs\":[{\"bytes\":4,\"path\":\"/o/a\"}]}",
+    };
+    for (size_t i = 0; i < sizeof unframed / sizeof unframed[0]; i++) {
+        err[0] = '\0';
+        assert_int_equal(parse(unframed[i], &m, err), GPUQ_EINVAL);
+        assert_true(m.unframed);
+        assert_int_equal(m.inline_bytes, -1);
+        assert_non_null(strstr(err, "outputs[0]"));
+    }
+    assert_int_equal(parse("{\"type\":\"result\",\"id\":\"a\",\"outputs\":[{\"bytes\":4,"
+                           "\"content_type\":\"a\\nb\"}]}",
+                           &m, err),
+                     GPUQ_EINVAL);
+    assert_false(m.unframed);
+    assert_int_equal(m.inline_bytes, 4);
+}
+
+/* Feeds s to the reader as if read() returned it. */
+static void feed(struct line_reader *lr, const char *s, size_t n)
+{
+    size_t room;
+    char *p = line_reader_space(lr, &room);
+    assert_true(room >= n);
+    memcpy(p, s, n);
+    line_reader_added(lr, n);
+}
+
+/* The bytes after an inline result's line, newlines and all, arriving in
+ * pieces, come out exactly; the next line after them is a line again. */
+static void test_inline_frame_reads_exact_bytes(void **state)
+{
+    (void)state;
+    struct line_reader lr;
+    line_reader_init(&lr, 1024);
+    struct rt_frame f;
+    memset(&f, 0, sizeof f);
+    const char head[] = "{\"type\":\"result\",\"id\":\"3.1\",\"outputs\":[{\"bytes\":9}]}\n";
+    const char body[] = "ab\ncd\n\0\nz"; /* 9 bytes */
+    feed(&lr, head, sizeof head - 1);
+    feed(&lr, body, 4);
+    char *line, err[160];
+    size_t len;
+    assert_int_equal(line_reader_next(&lr, &line, &len), LINE_OK);
+    struct rt_msg m;
+    assert_int_equal(rt_parse(line, len, &m, err, sizeof err), 0);
+    assert_int_equal(m.inline_bytes, 9);
+    rt_frame_start(&f, &m, 0);
+    assert_int_equal(rt_frame_fill(&f, &lr), 0); /* 4 of 9 */
+    feed(&lr, body + 4, 5);
+    const char after[] = "{\"type\":\"pong\",\"id\":\"p1\"}\n";
+    feed(&lr, after, sizeof after - 1);
+    assert_int_equal(rt_frame_fill(&f, &lr), 1);
+    char *data = rt_frame_take(&f, &len);
+    assert_int_equal(len, 9);
+    assert_memory_equal(data, body, 9);
+    assert_false(f.active);
+    free(data);
+    assert_int_equal(line_reader_next(&lr, &line, &len), LINE_OK);
+    assert_string_equal(line, "{\"type\":\"pong\",\"id\":\"p1\"}");
+    /* Skipped frames keep nothing and still consume their bytes. */
+    feed(&lr, head, sizeof head - 1);
+    feed(&lr, body, 9);
+    feed(&lr, after, sizeof after - 1);
+    assert_int_equal(line_reader_next(&lr, &line, &len), LINE_OK);
+    assert_int_equal(rt_parse(line, len, &m, err, sizeof err), 0);
+    rt_frame_start(&f, &m, 1);
+    assert_int_equal(rt_frame_fill(&f, &lr), 1);
+    assert_null(rt_frame_take(&f, &len));
+    assert_int_equal(line_reader_next(&lr, &line, &len), LINE_OK);
+    assert_string_equal(line, "{\"type\":\"pong\",\"id\":\"p1\"}");
+    rt_frame_reset(&f);
+    line_reader_fini(&lr);
+}
+
 static void test_formatting(void **state)
 {
     (void)state;
@@ -119,6 +219,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid_messages),
         cmocka_unit_test(test_bad_lines),
+        cmocka_unit_test(test_inline_result_headers),
+        cmocka_unit_test(test_inline_frame_reads_exact_bytes),
         cmocka_unit_test(test_formatting),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,154 @@
+/* test_rt_output.c: what the shipped runtimes hand the agent
+ * (runtimes/common/output.c) — the stored PNG decodes, with libpng, to
+ * exactly the pixels given (one deflate block or several); the libpng file
+ * writer and the raw file writer leave what they were given; an inline
+ * result is a line the agent parses followed by exactly its bytes. */
+#include <png.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../../../runtimes/common/output.h"
+#include "agent/qc.h"
+#include "agent/rtproto.h"
+
+static unsigned char *noise(int w, int h, uint32_t seed)
+{
+    size_t n = (size_t)w * (size_t)h * 3;
+    unsigned char *px = malloc(n);
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        px[i] = (unsigned char)(seed >> 24);
+    }
+    return px;
+}
+
+/* Decodes an RGB PNG with libpng; asserts its size and pixels. */
+static void assert_png_pixels(const void *data, size_t len, int w, int h,
+                              const unsigned char *px)
+{
+    png_image img;
+    memset(&img, 0, sizeof img);
+    img.version = PNG_IMAGE_VERSION;
+    assert_true(png_image_begin_read_from_memory(&img, data, len));
+    assert_int_equal(img.width, w);
+    assert_int_equal(img.height, h);
+    img.format = PNG_FORMAT_RGB;
+    unsigned char *out = malloc(PNG_IMAGE_SIZE(img));
+    assert_true(png_image_finish_read(&img, NULL, out, 0, NULL));
+    assert_memory_equal(out, px, (size_t)w * (size_t)h * 3);
+    free(out);
+}
+
+static void test_stored_png_decodes_to_the_same_pixels(void **state)
+{
+    (void)state;
+    /* 256x256: 196,864 raw bytes, four stored blocks; 1x1 the smallest. */
+    const int sizes[][2] = {{1, 1}, {64, 64}, {16, 256}, {256, 256}, {300, 7}};
+    struct rt_bytes b = {0};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        int w = sizes[i][0], h = sizes[i][1];
+        unsigned char *px = noise(w, h, (uint32_t)i + 1);
+        assert_int_equal(rt_png_stored(&b, w, h, px), 0); /* b is reused */
+        assert_png_pixels(b.p, b.len, w, h, px);
+        double var;
+        assert_int_equal(qc_png_variance(b.p, b.len, &var), 0); /* the agent's check */
+        free(px);
+    }
+    assert_int_equal(rt_png_stored(&b, 0, 5, NULL), -1);
+    free(b.p);
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *d = malloc((size_t)n + 1);
+    assert_int_equal(fread(d, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return d;
+}
+
+static void test_files_hold_what_was_written(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/gpuq-rt-output.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    unsigned char *px = noise(33, 20, 9);
+    char path[4200];
+    size_t len;
+    assert_int_equal(rt_write_png(dir, "7.1", 33, 20, px, path, sizeof path), 0);
+    char *d = slurp(path, &len);
+    assert_png_pixels(d, len, 33, 20, px);
+    free(d);
+    unlink(path);
+    const char bytes[] = "not\na picture\0at all";
+    assert_int_equal(rt_write_bytes(dir, "../8.1", bytes, sizeof bytes, path, sizeof path), 0);
+    assert_non_null(strstr(path, "/_._8.1.png")); /* the id made filename-safe */
+    d = slurp(path, &len);
+    assert_int_equal(len, sizeof bytes);
+    assert_memory_equal(d, bytes, sizeof bytes);
+    free(d);
+    unlink(path);
+    free(px);
+    assert_int_equal(rmdir(dir), 0);
+}
+
+static void test_inline_result_is_a_line_then_its_bytes(void **state)
+{
+    (void)state;
+    FILE *f = tmpfile();
+    const char bytes[] = "\n\x89PNG\n\0tail";
+    assert_int_equal(rt_emit_inline(f, "4\"2.1", "image/png", 12, bytes, sizeof bytes), 0);
+    rewind(f);
+    char buf[512];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    char *nl = memchr(buf, '\n', n);
+    assert_non_null(nl);
+    struct rt_msg m;
+    char err[160];
+    assert_int_equal(rt_parse(buf, (size_t)(nl - buf), &m, err, sizeof err), 0);
+    assert_int_equal(m.type, RT_RESULT);
+    assert_string_equal(m.id, "4\"2.1");
+    assert_int_equal(m.inline_bytes, sizeof bytes);
+    assert_int_equal(m.run_ms, 12);
+    assert_int_equal(n - (size_t)(nl + 1 - buf), sizeof bytes);
+    assert_memory_equal(nl + 1, bytes, sizeof bytes);
+}
+
+static void test_inline_offer_from_the_environment(void **state)
+{
+    (void)state;
+    unsetenv("GPUQ_RESULT_INLINE_MAX");
+    assert_int_equal(rt_inline_max(), 0);
+    setenv("GPUQ_RESULT_INLINE_MAX", "65536", 1);
+    assert_int_equal(rt_inline_max(), 65536);
+    setenv("GPUQ_RESULT_INLINE_MAX", "-5", 1);
+    assert_int_equal(rt_inline_max(), 0);
+    setenv("GPUQ_RESULT_INLINE_MAX", "12k", 1);
+    assert_int_equal(rt_inline_max(), 0);
+    unsetenv("GPUQ_RESULT_INLINE_MAX");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stored_png_decodes_to_the_same_pixels),
+        cmocka_unit_test(test_files_hold_what_was_written),
+        cmocka_unit_test(test_inline_result_is_a_line_then_its_bytes),
+        cmocka_unit_test(test_inline_offer_from_the_environment),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
