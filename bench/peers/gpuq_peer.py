@@ -88,6 +88,28 @@ def admin_post(port, datadir, path, body):
         c.close()
 
 
+def commits(port, datadir):
+    """gpuqd's store commits so far (gpuq_store_commit_seconds_count on its
+    /metrics), or None."""
+    with open(os.path.join(datadir, "admin.key")) as f:
+        key = f.read().strip()
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        c.request("GET", "/metrics", headers={"Authorization": "Bearer " + key})
+        r = c.getresponse()
+        data = r.read().decode()
+        if r.status != 200:
+            return None
+        for line in data.splitlines():
+            if line.startswith("gpuq_store_commit_seconds_count"):
+                return float(line.split()[-1])
+    except OSError:
+        return None
+    finally:
+        c.close()
+    return None
+
+
 def gpuq_server_spec(port, datadir):
     return [os.path.join(BUILD, "gpuqd"), "--listen", "127.0.0.1:%d" % port,
             "--data", datadir], DURABILITY
@@ -139,8 +161,14 @@ def gpuq_run_config(procs, mode, rep, rundir, args):
         if not os.path.exists(url_file):
             out["error"] = "gpuqd not ready: " + bench.tail(os.path.join(datadir, "server.log"))
             return out
+        c0 = commits(port, datadir)
         out["latency"] = bench.run_phase(procs, "gpuq", port, 1, "latency", datadir, dict(
             n=args.n_lat, warmup=args.warmup, seconds=args.lat_seconds))
+        c1 = commits(port, datadir)
+        la = out["latency"]
+        if c0 is not None and c1 is not None and la.get("n_done"):
+            # Includes the tenant's and worker token's few commits.
+            la["commits_per_job"] = (c1 - c0) / (la["n_done"] + args.warmup)
         out["throughput"] = bench.run_phase(procs, "gpuq", port, OWN.tput_gpus,
                                             "throughput", datadir, dict(
                                                 n=args.n_tput, warmup=20,
@@ -282,7 +310,12 @@ def install():
     table = bench.table
 
     def table_plus(results):
-        lines = [table(results), "", "what each peer ran (wrapper flags: --tput-gpus %d "
+        cpj = ["%.2f" % o["latency"]["commits_per_job"] for o in results
+               if o["peer"] == "gpuq" and (o.get("latency") or {}).get("commits_per_job")]
+        lines = [table(results), ""]
+        if cpj:
+            lines += ["gpuq store commits per job in the latency phase: " + ", ".join(cpj), ""]
+        lines += ["what each peer ran (wrapper flags: --tput-gpus %d "
                  "--tput-clients %d --mc-n %d --mc-workers %d; GPUQ_PEER_CLIENT=%s):" % (
                      OWN.tput_gpus, OWN.tput_clients, OWN.mc_n, OWN.mc_workers, CLIENT)]
         seen = set()
