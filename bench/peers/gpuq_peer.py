@@ -10,13 +10,30 @@ worker commands here, the client adapter in gpuq_client.py. gpuqd has one
 durability setting as shipped (SQLite WAL, synchronous=FULL, group commit),
 so its "default" and "durable" modes are the same configuration.
 
+Flags of this wrapper (the rest go to the shared bench.py):
+
+  --tput-gpus K      simulated GPUs of gpuq's one agent in the throughput
+                     phases (default 8; the other peers get --tput-workers
+                     worker processes, the shared default 2)
+  --tput-clients N   after the shared phases, a multi-client throughput phase
+                     for gpuq, beanstalkd and redislist: N client processes
+                     (mclient.py) start together and each submits --mc-n jobs
+                     (default 2000) one call per job, then observes its
+                     completions; jobs/s = all jobs completed / (last
+                     completion - first submit), over all N. 0 (default): off
+  --mc-workers K     worker processes of beanstalkd/redislist in that phase
+                     (default: --tput-workers)
+
 Environment: GPUQ_BUILD (default <repo>/build), PEERS_DIR (default
-<repo>/../shared/peers), PEERS_RESULTS (default $TMPDIR/gpuq-peers-results).
+<repo>/../shared/peers), PEERS_RESULTS (default $TMPDIR/gpuq-peers-results),
+GPUQ_PEER_CLIENT (lean, the default, or httplib: see gpuq_client.py).
 """
+import argparse
 import http.client
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 
@@ -34,6 +51,24 @@ import bench  # noqa: E402  (the shared orchestrator)
 
 READY_TIMEOUT_S = 20
 DURABILITY = "SQLite WAL synchronous=FULL, group commit"
+CLIENT = os.environ.get("GPUQ_PEER_CLIENT", "lean")
+
+
+def own_args(argv):
+    """Takes this wrapper's flags out of argv (the rest is bench.py's)."""
+    ap = argparse.ArgumentParser(add_help=False)
+    ap.add_argument("--tput-gpus", type=int, default=8)
+    ap.add_argument("--tput-clients", type=int, default=0)
+    ap.add_argument("--mc-n", type=int, default=2000)
+    ap.add_argument("--mc-workers", type=int, default=0)
+    own, rest = ap.parse_known_args(argv)
+    if own.tput_gpus < 1 or own.tput_clients < 0 or own.mc_n < 1 or own.mc_workers < 0:
+        sys.exit("gpuq_peer: --tput-gpus and --mc-n must be >= 1, --tput-clients and "
+                 "--mc-workers >= 0")
+    return own, rest
+
+
+OWN = None  # set in __main__
 
 
 def admin_post(port, datadir, path, body):
@@ -51,6 +86,28 @@ def admin_post(port, datadir, path, body):
         return json.loads(data)
     finally:
         c.close()
+
+
+def commits(port, datadir):
+    """gpuqd's store commits so far (gpuq_store_commit_seconds_count on its
+    /metrics), or None."""
+    with open(os.path.join(datadir, "admin.key")) as f:
+        key = f.read().strip()
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        c.request("GET", "/metrics", headers={"Authorization": "Bearer " + key})
+        r = c.getresponse()
+        data = r.read().decode()
+        if r.status != 200:
+            return None
+        for line in data.splitlines():
+            if line.startswith("gpuq_store_commit_seconds_count"):
+                return float(line.split()[-1])
+    except OSError:
+        return None
+    finally:
+        c.close()
+    return None
 
 
 def gpuq_server_spec(port, datadir):
@@ -73,7 +130,6 @@ def gpuq_run_client(port, phase, n, warmup, workers, ready_dir, seconds, log):
             str(port), "--phase", phase, "--n", str(n), "--warmup", str(warmup),
             "--workers", str(workers), "--ready-dir", ready_dir, "--seconds", str(seconds)]
     env = dict(os.environ, PYTHONPATH=PEERS_DIR, PYTHONDONTWRITEBYTECODE="1")
-    import subprocess
     with open(log, "ab") as errf:
         try:
             cp = subprocess.run(argv, stdout=subprocess.PIPE, stderr=errf, env=env,
@@ -105,13 +161,21 @@ def gpuq_run_config(procs, mode, rep, rundir, args):
         if not os.path.exists(url_file):
             out["error"] = "gpuqd not ready: " + bench.tail(os.path.join(datadir, "server.log"))
             return out
+        c0 = commits(port, datadir)
         out["latency"] = bench.run_phase(procs, "gpuq", port, 1, "latency", datadir, dict(
             n=args.n_lat, warmup=args.warmup, seconds=args.lat_seconds))
-        out["throughput"] = bench.run_phase(procs, "gpuq", port, args.tput_workers,
+        c1 = commits(port, datadir)
+        la = out["latency"]
+        if c0 is not None and c1 is not None and la.get("n_done"):
+            # Includes the tenant's and worker token's few commits.
+            la["commits_per_job"] = (c1 - c0) / (la["n_done"] + args.warmup)
+        out["throughput"] = bench.run_phase(procs, "gpuq", port, OWN.tput_gpus,
                                             "throughput", datadir, dict(
                                                 n=args.n_tput, warmup=20,
                                                 seconds=args.tput_seconds))
         out["throughput"]["bound_s"] = args.tput_seconds
+        if OWN.tput_clients:
+            out["multi"] = run_multi(procs, "gpuq", port, OWN.tput_gpus, datadir, args)
         out["server_hwm_mib"] = (bench.proc_status(srv.pid, "VmHWM") or 0) / 1024.0
         out["server_rss_end_mib"] = (bench.proc_status(srv.pid, "VmRSS") or 0) / 1024.0
     finally:
@@ -121,6 +185,97 @@ def gpuq_run_config(procs, mode, rep, rundir, args):
         if not args.keep:
             shutil.rmtree(datadir, ignore_errors=True)
     return out
+
+
+def run_multi(procs, peer, port, k, datadir, args):
+    """The multi-client throughput phase (see --tput-clients) on a running
+    server: k workers, N client processes started together."""
+    n_cl = OWN.tput_clients
+    ready = os.path.join(datadir, "ready-multi")
+    marks = os.path.join(datadir, "marks-multi")
+    go = os.path.join(datadir, "go-multi")
+    os.makedirs(ready)
+    os.makedirs(marks)
+    ws = [procs.start(name, argv, os.path.join(datadir, name + ".log"), env)
+          for name, argv, env in bench.worker_specs(peer, k, port, ready, "multi")]
+    env = dict(os.environ, PYTHONPATH=PEERS_DIR, PYTHONDONTWRITEBYTECODE="1")
+    res = {"clients": n_cl, "workers": k, "n_per_client": OWN.mc_n}
+    cl = []
+    logs = []
+    try:
+        for i in range(n_cl):
+            log = open(os.path.join(datadir, "client-multi-%d.log" % i), "wb")
+            logs.append(log)
+            cl.append(subprocess.Popen(
+                [bench.PY, os.path.join(HERE, "mclient.py"), "--peer", peer, "--port",
+                 str(port), "--n", str(OWN.mc_n), "--workers", str(k), "--ready-dir", ready,
+                 "--mark-dir", marks, "--go", go, "--seconds", str(args.tput_seconds)],
+                stdout=subprocess.PIPE, stderr=log, env=env, cwd=HERE))
+        end = time.monotonic() + 90
+        while len(os.listdir(marks)) < n_cl and time.monotonic() < end \
+                and all(c.poll() is None for c in cl):
+            time.sleep(0.05)
+        with open(go, "w") as f:
+            f.write("go")
+        outs = []
+        for c in cl:
+            try:
+                so, _ = c.communicate(timeout=args.tput_seconds + 120)
+                outs.append(json.loads(so.decode().strip().splitlines()[-1]))
+            except (subprocess.TimeoutExpired, IndexError, ValueError) as e:
+                outs.append({"error": "client: %r" % e})
+        errs = [o["error"] for o in outs if "error" in o]
+        if errs:
+            res["error"] = "; ".join(errs)[:300]
+            return res
+        t0 = min(o["t0"] for o in outs)
+        t_last = max(o["t_last"] for o in outs)
+        t_sub = max(o["t_sub"] for o in outs)
+        done = sum(o["n_done"] for o in outs)
+        sub = sum(o["n_submitted"] for o in outs)
+        res.update({"n": n_cl * OWN.mc_n, "n_done": done, "n_submitted": sub,
+                    "elapsed_s": t_last - t0,
+                    "jobs_per_s": done / (t_last - t0) if t_last > t0 else None,
+                    "submit_per_s": sub / (t_sub - t0) if t_sub > t0 else None,
+                    "client_cpu_s": sum(o["client_cpu_s"] for o in outs),
+                    "timed_out": any(o["timed_out"] for o in outs)})
+        return res
+    finally:
+        for c in cl:
+            if c.poll() is None:
+                c.kill()
+                c.wait(timeout=5)
+        for log in logs:
+            log.close()
+        for w in ws:
+            procs.stop(w)
+
+
+def other_multi(procs, peer, mode, rep, rundir, args):
+    """A fresh server of a shared peer for the multi-client phase."""
+    datadir = os.path.join(rundir, "%s-%s-r%d-multi" % (peer, mode, rep))
+    os.makedirs(datadir)
+    base = args.beanstalk_port if peer == "beanstalkd" else args.redis_port
+    port = bench.pick_port(base)
+    argv, _ = bench.server_spec(peer, mode, port, datadir)
+    srv = procs.start("server-%s-multi" % peer, argv, os.path.join(datadir, "server.log"))
+    try:
+        if not bench.wait_port(port, time.monotonic() + 10):
+            return {"error": "server did not listen"}
+        return run_multi(procs, peer, port, OWN.mc_workers or args.tput_workers, datadir, args)
+    finally:
+        procs.stop(srv, timeout=30)
+        if not args.keep:
+            shutil.rmtree(datadir, ignore_errors=True)
+
+
+def ran(peer, args):
+    if peer == "gpuq":
+        return ("gpuqd + 1 gpuq-agent (latency: 1 sim GPU; throughput: %d sim GPUs), "
+                "client %s" % (OWN.tput_gpus, CLIENT))
+    return "%d worker processes in throughput (latency: 1)%s" % (
+        args.tput_workers, ", %d in multi-client" % (OWN.mc_workers or args.tput_workers)
+        if OWN.tput_clients else "")
 
 
 def install():
@@ -141,9 +296,53 @@ def install():
         return run_client(peer, port, phase, n, warmup, workers, ready_dir, seconds, log)
     bench.run_client = client
 
-    bench.run_config = lambda procs, peer, mode, rep, rundir, args: (
-        gpuq_run_config(procs, mode, rep, rundir, args) if peer == "gpuq"
-        else run_config(procs, peer, mode, rep, rundir, args))
+    def config(procs, peer, mode, rep, rundir, args):
+        if peer == "gpuq":
+            out = gpuq_run_config(procs, mode, rep, rundir, args)
+        else:
+            out = run_config(procs, peer, mode, rep, rundir, args)
+            if OWN.tput_clients and peer in ("beanstalkd", "redislist"):
+                out["multi"] = other_multi(procs, peer, mode, rep, rundir, args)
+        out["ran"] = ran(peer, args)
+        return out
+    bench.run_config = config
+
+    table = bench.table
+
+    def table_plus(results):
+        cpj = ["%.2f" % o["latency"]["commits_per_job"] for o in results
+               if o["peer"] == "gpuq" and (o.get("latency") or {}).get("commits_per_job")]
+        lines = [table(results), ""]
+        if cpj:
+            lines += ["gpuq store commits per job in the latency phase: " + ", ".join(cpj), ""]
+        lines += ["what each peer ran (wrapper flags: --tput-gpus %d "
+                 "--tput-clients %d --mc-n %d --mc-workers %d; GPUQ_PEER_CLIENT=%s):" % (
+                     OWN.tput_gpus, OWN.tput_clients, OWN.mc_n, OWN.mc_workers, CLIENT)]
+        seen = set()
+        for o in results:
+            if o.get("ran") and o["peer"] not in seen:
+                seen.add(o["peer"])
+                lines.append("  %-10s %s" % (o["peer"], o["ran"]))
+        multi = [o for o in results if o.get("multi")]
+        if multi:
+            lines += ["", "multi-client throughput: %d client processes started together, "
+                      "%d jobs each, one call per job" % (OWN.tput_clients, OWN.mc_n),
+                      "%-10s %-8s %-3s %7s %9s %11s %9s %10s" % (
+                          "peer", "mode", "rep", "workers", "jobs/s", "done/N", "submit/s",
+                          "client cpu")]
+            for o in multi:
+                m = o["multi"]
+                if "error" in m:
+                    lines.append("%-10s %-8s %-3s ! %s" % (o["peer"], o["mode"], o["rep"],
+                                                            m["error"]))
+                    continue
+                lines.append("%-10s %-8s %-3s %7d %9s %11s %9s %9.1fs" % (
+                    o["peer"], o["mode"], o["rep"], m["workers"],
+                    bench.fmt(m.get("jobs_per_s"), "%.0f"),
+                    "%d/%d%s" % (m["n_done"], m["n"], "*" if m.get("timed_out") else ""),
+                    bench.fmt(m.get("submit_per_s"), "%.0f"), m["client_cpu_s"]))
+        return "\n".join(lines)
+    bench.table = table_plus
     if "gpuq" not in bench.PEERS:
         bench.PEERS.insert(0, "gpuq")
 
@@ -152,5 +351,7 @@ if __name__ == "__main__":
     for b in ("gpuqd", "gpuq-agent", "gpuq-sim-runtime"):
         if not os.access(os.path.join(BUILD, b), os.X_OK):
             sys.exit("gpuq_peer: %s/%s is missing (run make first)" % (BUILD, b))
+    OWN, rest = own_args(sys.argv[1:])
+    sys.argv[1:] = rest
     install()
     bench.main()

@@ -30,6 +30,10 @@
 /* The loop runs at least every tick; later than two ticks means the process
  * stood still (or could not run), and the time beyond that is forgiven. */
 #define STALL_SLACK_NS (2 * LIFECYCLE_TICK_NS)
+/* An early assignment's commit waits at most this long for a commit to share
+ * (committer_submit_lazy): short enough that watchers see "running" durable
+ * soon, long enough to cover a short job's run and its result's trip. */
+#define ASSIGN_COMMIT_DELAY_MS 10
 
 enum dmsg_kind {
     M_JOB_ADD, M_JOB_CANCEL, M_JOB_FINISHED, M_JOB_RELEASED, M_WORKER_UPDATE, M_WORKER_REMOVE,
@@ -399,8 +403,15 @@ static bool assign(struct dispatcher *d, struct poller *p, uint64_t job_id, stru
             else
                 poller_finish(p, 0, &a->rec, 1);
             a->poller = NULL;
+            /* Nobody waits on this commit, so it waits for company: the
+             * next commit someone waits on (a submit, or this job's own
+             * result) carries it, or it goes alone after
+             * ASSIGN_COMMIT_DELAY_MS. A short job's result then needs one
+             * fsync, not the assignment's and then its own. */
+            committer_submit_lazy(h->committer, &a->op, ASSIGN_COMMIT_DELAY_MS * NS_PER_MS);
+        } else {
+            committer_submit(h->committer, &a->op);
         }
-        committer_submit(h->committer, &a->op);
         ok = true;
     }
     jobs_unlock(h->jobs);

@@ -21,6 +21,8 @@ struct committer {
     pthread_cond_t work;   /* signalled when ops arrive or on stop */
     bool idle;             /* the thread waits on work */
     struct commit_op *head, *tail;
+    int eager;             /* queued ops that are not lazy */
+    int64_t lazy_due_ns;   /* earliest due time of the queued lazy ops; 0: none */
     bool stopping;
     struct committer_stats stats; /* under lock, but for healthy: read from `healthy` */
     atomic_bool healthy;          /* false from a failed batch or probe to the next success */
@@ -144,14 +146,33 @@ static void probe(struct committer *c)
     set_health(c, err);
 }
 
+/* The queue holds work to start now: an op that is not lazy, a lazy op that
+ * is due, or anything while unhealthy (a lazy op then acts as the probe).
+ * Lock held, c->head set. */
+static bool work_due(struct committer *c)
+{
+    return c->eager > 0 || !c->stats.healthy || clock_mono_ns() >= c->lazy_due_ns;
+}
+
+static struct timespec mono_timespec(int64_t ns)
+{
+    struct timespec ts = {.tv_sec = ns / NS_PER_S, .tv_nsec = ns % NS_PER_S};
+    return ts;
+}
+
 /* Waits for work, lock held. False when it is time to probe instead. */
 static bool wait_for_work(struct committer *c)
 {
     struct timespec until;
     bool timed = false;
-    while (!c->head && !c->stopping) {
+    while (!c->stopping && !(c->head && work_due(c))) {
         c->idle = true;
-        if (c->stats.healthy) {
+        if (c->head) {
+            /* Only lazy ops, not due yet: sleep until the first is (or an op comes). */
+            struct timespec due = mono_timespec(c->lazy_due_ns);
+            pthread_cond_timedwait(&c->work, &c->lock, &due);
+            timed = false;
+        } else if (c->stats.healthy) {
             pthread_cond_wait(&c->work, &c->lock);
             timed = false;
         } else {
@@ -187,15 +208,21 @@ static void *committer_main(void *arg)
         if (!c->head && c->stopping)
             break;
         struct commit_op *batch = c->head, *last = batch;
-        int n = 1;
+        int n = 1, eager = batch->lazy_due_ns == 0;
         while (last->next && n < MAX_BATCH) {
             last = last->next;
             n++;
+            eager += last->lazy_due_ns == 0;
         }
         c->head = last->next;
         if (!c->head)
             c->tail = NULL;
         last->next = NULL;
+        c->eager -= eager;
+        c->lazy_due_ns = 0;
+        for (struct commit_op *op = c->head; op; op = op->next) /* past MAX_BATCH only */
+            if (op->lazy_due_ns && (!c->lazy_due_ns || op->lazy_due_ns < c->lazy_due_ns))
+                c->lazy_due_ns = op->lazy_due_ns;
         pthread_mutex_unlock(&c->lock);
         run_batch(c, batch, n);
         pthread_mutex_lock(&c->lock);
@@ -248,6 +275,10 @@ static void enqueue(struct committer *c, struct commit_op *op)
     else
         c->head = op;
     c->tail = op;
+    if (!op->lazy_due_ns)
+        c->eager++;
+    else if (!c->lazy_due_ns || op->lazy_due_ns < c->lazy_due_ns)
+        c->lazy_due_ns = op->lazy_due_ns;
     if (c->idle)
         pthread_cond_signal(&c->work);
 }
@@ -270,6 +301,16 @@ int committer_run(struct committer *c, struct commit_op *op)
 
 void committer_submit(struct committer *c, struct commit_op *op)
 {
+    op->lazy_due_ns = 0;
+    pthread_mutex_lock(&c->lock);
+    enqueue(c, op);
+    pthread_mutex_unlock(&c->lock);
+}
+
+void committer_submit_lazy(struct committer *c, struct commit_op *op, int64_t delay_ns)
+{
+    int64_t due = clock_mono_ns() + (delay_ns > 0 ? delay_ns : 0);
+    op->lazy_due_ns = due > 0 ? due : 1;
     pthread_mutex_lock(&c->lock);
     enqueue(c, op);
     pthread_mutex_unlock(&c->lock);

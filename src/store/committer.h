@@ -13,7 +13,15 @@
  * results row of job 0, which no job has: job ids start at 1); the first
  * batch or probe that commits makes it healthy again. The committer only
  * reports its health: operations submitted meanwhile are still tried, and
- * fail with the store's error while it cannot write. */
+ * fail with the store's error while it cannot write.
+ *
+ * Lazy operations (committer_submit_lazy) are writes nobody waits on, whose
+ * loss in a crash is already allowed for (an early assignment: the agent has
+ * the job before its commit, docs/protocol-worker.md). They keep their place
+ * in the queue but start no transaction of their own until their delay runs
+ * out: the next operation that is waited on commits them with it in its
+ * transaction. So a fast job's assignment rides in its result's commit
+ * instead of an fsync of its own that the result would queue behind. */
 #ifndef GPUQ_STORE_COMMITTER_H
 #define GPUQ_STORE_COMMITTER_H
 
@@ -32,6 +40,7 @@ struct commit_op {
     void *arg;
     /* private */
     int rc;
+    int64_t lazy_due_ns;       /* 0, or (lazy) when it must be committed by, monotonic */
     sem_t finished;            /* posted once, for ops waited on with committer_wait */
     struct commit_op *next;
 };
@@ -57,6 +66,10 @@ int committer_run(struct committer *c, struct commit_op *op);
 /* Submits op. With op->done set, done is called when it is durable or failed;
  * with op->done NULL the submitter must call committer_wait. */
 void committer_submit(struct committer *c, struct commit_op *op);
+/* Submits an async op (done set) lazily: it is committed with the next
+ * non-lazy op's batch, or after delay_ns at the latest (at once while the
+ * committer is unhealthy). Queue order is kept either way. */
+void committer_submit_lazy(struct committer *c, struct commit_op *op, int64_t delay_ns);
 /* Waits for an op submitted with done == NULL; returns its result. */
 int committer_wait(struct committer *c, struct commit_op *op);
 void committer_get_stats(struct committer *c, struct committer_stats *out);
