@@ -70,8 +70,11 @@ static int variance_libpng(const void *data, size_t len, double *variance)
     return 0;
 }
 
-/* sRGB 8-bit → linear 16-bit, and linear (16-bit >> 4) → sRGB 8-bit. */
-static uint16_t to_linear[256];
+/* Per channel, an 8-bit sRGB sample's linear value (16-bit) already
+ * multiplied by libpng's Rec. 709 weight (in 1/32768; the three sum to
+ * 32768), so a pixel's linear luminance is three look-ups and two adds; and
+ * linear luminance (16-bit >> 4) back to 8-bit sRGB. */
+static uint32_t lin_r[256], lin_g[256], lin_b[256];
 static uint8_t to_srgb[4096];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
@@ -87,18 +90,19 @@ static double srgb_encode(double v)
 
 static void build_tables(void)
 {
-    for (int i = 0; i < 256; i++)
-        to_linear[i] = (uint16_t)lround(srgb_decode(i / 255.0) * 65535.0);
+    for (int i = 0; i < 256; i++) {
+        uint32_t lin = (uint32_t)lround(srgb_decode(i / 255.0) * 65535.0);
+        lin_r[i] = 6968u * lin;
+        lin_g[i] = 23434u * lin;
+        lin_b[i] = 2366u * lin;
+    }
     for (int i = 0; i < 4096; i++)
         to_srgb[i] = (uint8_t)lround(srgb_encode((i + 0.5) / 4096.0) * 255.0);
 }
 
-/* libpng's Rec. 709 weights in 1/32768 (they sum to 32768). */
 static inline unsigned luma_rgb(unsigned r, unsigned g, unsigned b)
 {
-    uint32_t y = (6968u * to_linear[r] + 23434u * to_linear[g] + 2366u * to_linear[b] + 16384u) >>
-                 15;
-    return to_srgb[y >> 4];
+    return to_srgb[(lin_r[r] + lin_g[g] + lin_b[b] + 16384u) >> 19];
 }
 
 static inline uint32_t be32(const unsigned char *p)
