@@ -278,6 +278,11 @@ int qc_png_variance(const void *data, size_t len, double *variance)
     return variance_libpng(data, len, variance);
 }
 
+int qc_png_variance_direct(const void *data, size_t len, double *variance)
+{
+    return variance_fast(data, len, variance) == FAST_OK ? 0 : GPUQ_EAGAIN;
+}
+
 int qc_png_variance_reference(const void *data, size_t len, double *variance)
 {
     return variance_libpng(data, len, variance);

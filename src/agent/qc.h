@@ -10,6 +10,11 @@
  * can decode (or larger than 64 megapixels). */
 int qc_png_variance(const void *data, size_t len, double *variance);
 
+/* The direct decode alone: 0, or GPUQ_EAGAIN for an input it leaves to
+ * libpng (another format, or anything it finds wrong). For the tests: the
+ * images runtimes write must take this path. */
+int qc_png_variance_direct(const void *data, size_t len, double *variance);
+
 /* The same through libpng's simplified reader alone: the check before the
  * direct decode, kept as the path for other formats and as the tests'
  * reference. */

@@ -244,6 +244,30 @@ static void test_corrupt_refused(void **state)
     free(png);
 }
 
+/* What runtimes write (8-bit RGB or grey, any filter) is decoded directly,
+ * not by libpng; other formats and every damaged input are left to libpng. */
+static void test_direct_path_taken(void **state)
+{
+    (void)state;
+    size_t len;
+    double v;
+    for (int f = -1; f <= 4; f++) {
+        void *rgb = make_png_ex(64, 64, 2, f, 0, PIC_ART, &len);
+        assert_int_equal(qc_png_variance_direct(rgb, len, &v), 0);
+        assert_int_equal(qc_png_variance_direct(rgb, len - 1, &v), GPUQ_EAGAIN);
+        free(rgb);
+        void *grey = make_png_ex(64, 64, 0, f, 0, PIC_ART, &len);
+        assert_int_equal(qc_png_variance_direct(grey, len, &v), 0);
+        free(grey);
+    }
+    const int others[][2] = {{3, 0}, {6, 0}, {2, 1}, {0, 1}}; /* colour type, interlace */
+    for (size_t i = 0; i < 4; i++) {
+        void *png = make_png_ex(16, 16, others[i][0], 1, others[i][1], PIC_ART, &len);
+        assert_int_equal(qc_png_variance_direct(png, len, &v), GPUQ_EAGAIN);
+        free(png);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -251,6 +275,7 @@ int main(void)
         cmocka_unit_test(test_black_and_blank_fail),
         cmocka_unit_test(test_agrees_with_libpng),
         cmocka_unit_test(test_corrupt_refused),
+        cmocka_unit_test(test_direct_path_taken),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
