@@ -73,19 +73,21 @@ static int variance_libpng(const void *data, size_t len, double *variance)
 /* Per channel, an 8-bit sRGB sample's linear value (16-bit) already
  * multiplied by libpng's Rec. 709 weight (in 1/32768; the three sum to
  * 32768), so a pixel's linear luminance is three look-ups and two adds; and
- * linear luminance (16-bit >> 4) back to 8-bit sRGB. */
+ * linear luminance (16-bit) back to 8-bit sRGB. */
 static uint32_t lin_r[256], lin_g[256], lin_b[256];
-static uint8_t to_srgb[4096];
+static uint8_t to_srgb[65536];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
+/* libpng takes sRGB as a plain power of 2.2 (PNG_GAMMA_sRGB), not the
+ * piecewise sRGB curve: the same here, so the two agree. */
 static double srgb_decode(double v)
 {
-    return v <= 0.04045 ? v / 12.92 : pow((v + 0.055) / 1.055, 2.4);
+    return pow(v, 2.2);
 }
 
 static double srgb_encode(double v)
 {
-    return v <= 0.0031308 ? v * 12.92 : 1.055 * pow(v, 1 / 2.4) - 0.055;
+    return pow(v, 1 / 2.2);
 }
 
 static void build_tables(void)
@@ -96,13 +98,13 @@ static void build_tables(void)
         lin_g[i] = 23434u * lin;
         lin_b[i] = 2366u * lin;
     }
-    for (int i = 0; i < 4096; i++)
-        to_srgb[i] = (uint8_t)lround(srgb_encode((i + 0.5) / 4096.0) * 255.0);
+    for (int i = 0; i < 65536; i++)
+        to_srgb[i] = (uint8_t)lround(srgb_encode(i / 65535.0) * 255.0);
 }
 
 static inline unsigned luma_rgb(unsigned r, unsigned g, unsigned b)
 {
-    return to_srgb[(lin_r[r] + lin_g[g] + lin_b[b] + 16384u) >> 19];
+    return to_srgb[(lin_r[r] + lin_g[g] + lin_b[b] + 16384u) >> 15];
 }
 
 static inline uint32_t be32(const unsigned char *p)
