@@ -32,6 +32,10 @@
 #include "common/err.h"
 
 #define QC_MAX_PIXELS (64u << 20)
+/* The direct decode holds the whole filtered image: past this (an RGB
+ * picture of about 22 megapixels) libpng's row-by-row read is used, so the
+ * check's memory stays near what it was. */
+#define QC_DIRECT_MAX_BYTES ((size_t)64 << 20)
 
 /* The reference path: libpng's simplified reader (any PNG it can read). */
 static int variance_libpng(const void *data, size_t len, double *variance)
@@ -197,6 +201,8 @@ static int variance_fast(const unsigned char *d, size_t len, double *variance)
                 goto out; /* other formats (and wrong headers) are libpng's */
             rowbytes = (size_t)w * channels;
             need = (rowbytes + 1) * h;
+            if (need > QC_DIRECT_MAX_BYTES)
+                goto out; /* libpng streams it row by row instead */
             first = false;
         } else if (memcmp(type, "tRNS", 4) == 0) {
             goto out; /* transparency: libpng composes it */
