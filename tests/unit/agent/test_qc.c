@@ -302,6 +302,13 @@ static void test_direct_path_taken(void **state)
         assert_int_equal(qc_png_variance_direct(grey, len, &v), 0);
         free(grey);
     }
+    /* Past 64 MiB of filtered data (4,800 × 4,700 RGB): libpng, row by row. */
+    void *big = make_png_ex(4800, 4700, 2, 0, 0, PIC_BLACK, &len);
+    assert_int_equal(qc_png_variance_direct(big, len, &v), GPUQ_EAGAIN);
+    v = -1;
+    assert_int_equal(qc_png_variance(big, len, &v), 0);
+    assert_true(v < 1e-9);
+    free(big);
     const int others[][2] = {{3, 0}, {6, 0}, {2, 1}, {0, 1}}; /* colour type, interlace */
     for (size_t i = 0; i < 4; i++) {
         void *png = make_png_ex(16, 16, others[i][0], 1, others[i][1], PIC_ART, &len);
