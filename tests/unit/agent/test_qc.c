@@ -13,7 +13,6 @@
 #include <cmocka.h>
 #include <math.h>
 #include <png.h>
-#include <zlib.h>
 
 #include "agent/qc.h"
 #include "common/err.h"
@@ -230,9 +229,22 @@ static void test_agrees_with_reference(void **state)
     print_message("largest relative difference from libpng's grey: %.5f\n", worst);
 }
 
+/* PNG's CRC-32 (bit by bit: a test's few chunks), to make a damaged chunk's
+ * CRC right again so that the checks behind it are reached. */
+static uint32_t crc32_png(const unsigned char *p, size_t n)
+{
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+    }
+    return c ^ 0xffffffffu;
+}
+
 static void put_crc(unsigned char *chunk, size_t clen)
 {
-    uint32_t crc = (uint32_t)crc32(0, chunk + 4, (uInt)clen + 4);
+    uint32_t crc = crc32_png(chunk + 4, clen + 4);
     unsigned char *c = chunk + 8 + clen;
     c[0] = (unsigned char)(crc >> 24);
     c[1] = (unsigned char)(crc >> 16);
