@@ -119,27 +119,24 @@ int report_send(void *ctx, const struct outbox_item *it, long *status)
     return rc;
 }
 
-/* Appends one item's header object and its bytes (read from its file) to the
- * batch; false when the file cannot be read (the item then goes alone, where
- * the single path reports the loss). */
-static bool batch_add(json_t *list, struct buf *bytes, const struct outbox_item *it)
+/* Appends one item's header object to the batch and gives its bytes (held
+ * by the item, or read from its file into *owned); false when the file
+ * cannot be read (the item then goes alone, where the single path reports
+ * the loss). */
+static bool batch_add(json_t *list, const struct outbox_item *it, const char **data,
+                      size_t *len, char **owned)
 {
-    char *owned = NULL;
-    size_t len = 0;
-    const char *data = result_bytes(it, &owned, &len);
-    if (!data)
+    *data = result_bytes(it, owned, len);
+    if (!*data)
         return false;
-    json_array_append_new(list, json_pack("{s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:b}", "job_id",
-                                          it->job_id, "worker_id", it->worker_id, "attempt",
-                                          (json_int_t)it->attempt, "content_type",
-                                          it->content_type, "bytes", (json_int_t)len, "load_ms",
-                                          (json_int_t)it->load_ms, "run_ms",
-                                          (json_int_t)it->run_ms, "cold", it->cold));
+    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:b}", "job_id", it->job_id,
+                          "worker_id", it->worker_id, "attempt", (json_int_t)it->attempt,
+                          "content_type", it->content_type, "bytes", (json_int_t)*len,
+                          "load_ms", (json_int_t)it->load_ms, "run_ms", (json_int_t)it->run_ms,
+                          "cold", it->cold);
     if (it->epoch[0])
-        json_object_set_new(json_array_get(list, json_array_size(list) - 1), "epoch",
-                            json_string(it->epoch));
-    buf_append(bytes, data, len);
-    free(owned);
+        json_object_set_new(o, "epoch", json_string(it->epoch));
+    json_array_append_new(list, o);
     return true;
 }
 
@@ -149,34 +146,41 @@ int report_send_batch(void *ctx, struct outbox_item *const *items, int n, long *
     struct http_client *hc = ctx;
     *status = 0;
     int sent[OUTBOX_BATCH_MAX]; /* request position → items index */
+    const char *data[OUTBOX_BATCH_MAX];
+    size_t lens[OUTBOX_BATCH_MAX];
+    char *owned[OUTBOX_BATCH_MAX];
     int nsent = 0;
+    size_t total = 0;
     json_t *root = json_pack("{s:i, s:[]}", "protocol", AGENT_PROTOCOL, "outcomes");
     json_t *list = json_object_get(root, "outcomes");
-    struct buf bytes;
-    buf_init(&bytes);
     for (int i = 0; i < n && i < OUTBOX_BATCH_MAX; i++) {
         statuses[i] = 0;
-        if (batch_add(list, &bytes, items[i]))
+        if (batch_add(list, items[i], &data[nsent], &lens[nsent], &owned[nsent])) {
+            total += lens[nsent];
             sent[nsent++] = i;
-        else
+        } else {
             statuses[i] = OUTBOX_SEND_ALONE;
+        }
     }
     if (nsent == 0) {
         json_decref(root);
-        buf_fini(&bytes);
         *status = 200;
         return 0;
     }
-    /* Compact JSON holds no newline: the first '\n' ends the header. */
+    /* Compact JSON holds no newline: the first '\n' ends the header. The
+     * results' bytes are copied once, straight into the request body. */
     char *head = json_dumps(root, JSON_COMPACT);
     json_decref(root);
     struct buf body;
     buf_init(&body);
+    buf_reserve(&body, strlen(head) + 1 + total);
     buf_puts(&body, head);
     buf_append(&body, "\n", 1);
-    buf_append(&body, bytes.data, bytes.len);
     free(head);
-    buf_fini(&bytes);
+    for (int k = 0; k < nsent; k++) {
+        buf_append(&body, data[k], lens[k]);
+        free(owned[k]);
+    }
     int rc = http_call(hc, "POST", "/v1/agent/outcomes", "application/x-gpuq-outcomes",
                        body.data, body.len, REPORT_TIMEOUT_MS, status);
     buf_fini(&body);
