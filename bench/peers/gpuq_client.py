@@ -133,6 +133,20 @@ class GpuqBase(peers_client.Adapter):
         finally:
             c.close()
 
+    def wait(self, handle, timeout):
+        """Long-polls until the job ends (True when it succeeded) or timeout
+        runs out (False); each client asks with its own state()."""
+        end = time.perf_counter() + timeout
+        while True:
+            left = end - time.perf_counter()
+            if left <= 0:
+                return False
+            state, detail = self.state(handle, max(1, min(30, math.ceil(left))))
+            if state == "succeeded":
+                return True
+            if state in ("failed", "cancelled"):
+                raise RuntimeError("job %s %s: %r" % (handle, state, detail))
+
 
 class GpuqLean(GpuqBase):
     def __init__(self, a):
@@ -149,26 +163,16 @@ class GpuqLean(GpuqBase):
             raise RuntimeError("submit: %d %r" % (status, body[:200]))
         return field(body, b"id").decode()
 
-    def wait(self, handle, timeout):
-        end = time.perf_counter() + timeout
-        while True:
-            left = end - time.perf_counter()
-            if left <= 0:
-                return False
-            w = max(1, min(30, math.ceil(left)))
-            req = self.waits.get(w)
-            if req is None:
-                req = self.waits[w] = ("GET /v1/jobs/%%s?wait=%d&until=end HTTP/1.1\r\n"
-                                       "Host: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n"
-                                       % (w, self.key))
-            status, body = self.http.exchange((req % handle).encode("ascii"))
-            if status != 200:
-                raise RuntimeError("get %s: %d %r" % (handle, status, body[:200]))
-            state = field(body, b"state")
-            if state == b"succeeded":
-                return True
-            if state in (b"failed", b"cancelled"):
-                raise RuntimeError("job %s %s: %r" % (handle, state.decode(), body[:300]))
+    def state(self, handle, w):
+        req = self.waits.get(w)
+        if req is None:
+            req = self.waits[w] = ("GET /v1/jobs/%%s?wait=%d&until=end HTTP/1.1\r\n"
+                                   "Host: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n"
+                                   % (w, self.key))
+        status, body = self.http.exchange((req % handle).encode("ascii"))
+        if status != 200:
+            raise RuntimeError("get %s: %d %r" % (handle, status, body[:200]))
+        return field(body, b"state").decode(), body[:300]
 
 
 class GpuqHttplib(GpuqBase):
@@ -193,20 +197,11 @@ class GpuqHttplib(GpuqBase):
             raise RuntimeError("submit: %d %r" % (status, job))
         return job["id"]
 
-    def wait(self, handle, timeout):
-        end = time.perf_counter() + timeout
-        while True:
-            left = end - time.perf_counter()
-            if left <= 0:
-                return False
-            w = max(1, min(30, math.ceil(left)))
-            status, job = self.call("GET", "/v1/jobs/%s?wait=%d&until=end" % (handle, w))
-            if status != 200:
-                raise RuntimeError("get %s: %d %r" % (handle, status, job))
-            if job["state"] == "succeeded":
-                return True
-            if job["state"] in ("failed", "cancelled"):
-                raise RuntimeError("job %s %s: %r" % (handle, job["state"], job.get("error")))
+    def state(self, handle, w):
+        status, job = self.call("GET", "/v1/jobs/%s?wait=%d&until=end" % (handle, w))
+        if status != 200:
+            raise RuntimeError("get %s: %d %r" % (handle, status, job))
+        return job["state"], job.get("error")
 
 
 CLIENTS = {"lean": GpuqLean, "httplib": GpuqHttplib}
