@@ -29,11 +29,11 @@ struct rt_bytes {
 };
 
 /* rt_png_stored encodes w×h 8-bit RGB pixels as a PNG into out (replacing its
- * contents): filter None and stored (uncompressed) deflate blocks. It costs
- * a copy, an Adler-32 and a CRC-32 of the pixels — no deflate state to set up
- * and clear per picture — and is any decoder's cheapest to read. For the sim
- * runtime's noisy pictures a real deflate saved about a quarter of the bytes
- * at 50x the instructions. Returns 0, or -1 (out of memory, bad size). */
+ * contents) with libpng: filter None and zlib level 0, i.e. stored
+ * (uncompressed) deflate blocks, which is also any decoder's cheapest to
+ * read. For the sim runtime's noisy pictures a real deflate saved about a
+ * quarter of the bytes at 50x the instructions. Returns 0, or -1 (out of
+ * memory, bad size). */
 int rt_png_stored(struct rt_bytes *out, int w, int h, const unsigned char *px);
 
 /* rt_write_bytes writes len bytes as DIR/ID.png like rt_write_png (hidden
