@@ -18,6 +18,7 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/token.h"
 
 #define MOD "agent"
 #define HB_TIMEOUT_MS 10000L
@@ -45,12 +46,7 @@ void agent_make_incarnation(char out[AGENT_INCARNATION_LEN + 1])
             raw[i] = (unsigned char)x;
         }
     }
-    static const char hex[] = "0123456789abcdef";
-    for (size_t i = 0; i < sizeof raw; i++) {
-        out[2 * i] = hex[raw[i] >> 4];
-        out[2 * i + 1] = hex[raw[i] & 15];
-    }
-    out[AGENT_INCARNATION_LEN] = '\0';
+    hex_lower(raw, sizeof raw, out); /* AGENT_INCARNATION_LEN digits and a NUL */
 }
 
 void monitor_kick(struct agent *a)

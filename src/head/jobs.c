@@ -13,6 +13,7 @@
 
 #include "common/alloc.h"
 #include "common/hashmap.h"
+#include "common/token.h"
 #include "store/store.h"
 
 struct idem_entry {
@@ -484,12 +485,7 @@ static bool hash_pack(const char *hex, uint8_t out[32])
 
 static void hash_unpack(const uint8_t in[32], char hex[REC_HASH_HEX])
 {
-    static const char digits[] = "0123456789abcdef";
-    for (int i = 0; i < 32; i++) {
-        hex[2 * i] = digits[in[i] >> 4];
-        hex[2 * i + 1] = digits[in[i] & 15];
-    }
-    hex[64] = '\0';
+    hex_lower(in, 32, hex);
 }
 
 /* Whether a committed job with record r can rest as a struct cjob with
