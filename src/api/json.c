@@ -530,22 +530,6 @@ done:
     return norm;
 }
 
-/* v in decimal: the job's answer carries a dozen integers, and printf's
- * machinery cost more than the rest of the rendering. */
-static void put_int(struct buf *out, long long v)
-{
-    char tmp[24];
-    char *e = tmp + sizeof tmp, *p = e;
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    do {
-        *--p = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0)
-        *--p = '-';
-    buf_append(out, p, (size_t)(e - p));
-}
-
 /* A string jansson writes as it is: no byte that needs an escape ('"', '\\',
  * below 0x20). Bytes from 0x80 up are valid UTF-8 in any json_t and go as
  * they are (no JSON_ENSURE_ASCII). */
@@ -621,7 +605,7 @@ static bool dump_plain(struct buf *out, json_t *v, int depth)
         return true;
     }
     case JSON_INTEGER:
-        put_int(out, (long long)json_integer_value(v));
+        buf_put_int(out, (long long)json_integer_value(v));
         return true;
     case JSON_TRUE:
         buf_puts(out, "true");
@@ -784,7 +768,7 @@ static void put_ms(struct buf *out, const char *key, int64_t ms)
 {
     put_key(out, key);
     if (ms)
-        put_int(out, (long long)ms);
+        buf_put_int(out, (long long)ms);
     else
         buf_puts(out, "null");
 }
@@ -836,7 +820,7 @@ void json_render_job(struct buf *out, const struct job_rec *j, const char *tenan
      * doubling, it was reallocated four times per 201. */
     buf_reserve(out, 1024 + (j->params_json ? strlen(j->params_json) : 2));
     buf_puts(out, "{\"id\":\"");
-    put_int(out, (long long)j->id);
+    buf_put_int(out, (long long)j->id);
     buf_puts(out, "\",\"tenant\":");
     json_put_string(out, tenant_name ? tenant_name : "");
     buf_puts(out, ",\"capability\":");
@@ -863,9 +847,9 @@ void json_render_job(struct buf *out, const struct job_rec *j, const char *tenan
     buf_puts(out, ",\"progress\":");
     buf_put_fixed(out, j->progress, 3);
     buf_puts(out, ",\"attempt\":");
-    put_int(out, j->lc.attempt);
+    buf_put_int(out, j->lc.attempt);
     buf_puts(out, ",\"failures\":");
-    put_int(out, j->lc.failures);
+    buf_put_int(out, j->lc.failures);
     buf_puts(out, ",\"cost_s\":");
     buf_put_fixed(out, j->cost_s, 3);
     buf_puts(out, ",\"worker_id\":");
@@ -881,7 +865,7 @@ void json_render_job(struct buf *out, const struct job_rec *j, const char *tenan
     put_ms(out, "deadline", j->lc.deadline_ms);
     if (j->lc.timeout_ms) {
         buf_puts(out, ",\"timeout_s\":");
-        put_int(out, (long long)(j->lc.timeout_ms / 1000));
+        buf_put_int(out, (long long)(j->lc.timeout_ms / 1000));
     } else
         buf_puts(out, ",\"timeout_s\":null");
     buf_puts(out, ",\"error\":");
@@ -899,9 +883,9 @@ void json_render_job(struct buf *out, const struct job_rec *j, const char *tenan
     put_ms(out, "finished_ms", j->finished_ms);
     if (j->eta_start_ms) {
         buf_puts(out, ",\"eta\":{\"start_ms\":");
-        put_int(out, (long long)j->eta_start_ms);
+        buf_put_int(out, (long long)j->eta_start_ms);
         buf_puts(out, ",\"finish_ms\":");
-        put_int(out, (long long)j->eta_finish_ms);
+        buf_put_int(out, (long long)j->eta_finish_ms);
         buf_puts(out, "}");
     } else
         buf_puts(out, ",\"eta\":null");

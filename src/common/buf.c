@@ -134,6 +134,20 @@ size_t fmt_fixed(char out[FMT_FIXED_MAX], double x, int prec)
     return n;
 }
 
+void buf_put_int(struct buf *b, long long v)
+{
+    char tmp[24];
+    char *e = tmp + sizeof tmp, *p = e;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--p = '-';
+    buf_append(b, p, (size_t)(e - p));
+}
+
 void buf_put_fixed(struct buf *b, double x, int prec)
 {
     char tmp[FMT_FIXED_MAX];

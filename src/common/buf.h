@@ -30,6 +30,9 @@ void buf_vprintf(struct buf *b, const char *fmt, va_list ap) __attribute__((form
 size_t fmt_fixed(char out[FMT_FIXED_MAX], double x, int prec);
 /* buf_put_fixed appends x as printf("%.*f", prec, x) would. */
 void buf_put_fixed(struct buf *b, double x, int prec);
+/* buf_put_int appends v in decimal (what printf's %lld writes), without
+ * printf: metrics scrapes and job answers write many integers. */
+void buf_put_int(struct buf *b, long long v);
 /* buf_steal returns the data (caller frees) and leaves the buffer empty. */
 char *buf_steal(struct buf *b);
 

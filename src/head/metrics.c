@@ -379,50 +379,8 @@ static void render_family(struct buf *b, struct family *f)
     }
 }
 
-/* ---- fast formatting: a scrape writes ~15 lines per GPU ---- */
-
-static void put_u64(struct buf *b, unsigned long long v)
-{
-    char tmp[24];
-    int n = 0;
-    do {
-        tmp[sizeof tmp - 1 - n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    buf_append(b, tmp + sizeof tmp - n, (size_t)n);
-}
-
-static void put_i64(struct buf *b, long long v)
-{
-    if (v < 0) {
-        buf_append(b, "-", 1);
-        put_u64(b, 0ull - (unsigned long long)v);
-        return;
-    }
-    put_u64(b, (unsigned long long)v);
-}
-
-/* v with `decimals` (1 to 3) digits after the point, as %.Nf writes it. */
-static void put_fixed(struct buf *b, double v, int decimals)
-{
-    static const long long scale[] = {1, 10, 100, 1000};
-    if (!(v > -1e12 && v < 1e12)) { /* NaN, huge: rare, printf knows */
-        buf_printf(b, "%.*f", decimals, v);
-        return;
-    }
-    long long x = (long long)(v < 0 ? v * scale[decimals] - 0.5 : v * scale[decimals] + 0.5);
-    if (x < 0) {
-        buf_append(b, "-", 1);
-        x = -x;
-    }
-    put_u64(b, (unsigned long long)(x / scale[decimals]));
-    char frac[4];
-    long long f = x % scale[decimals];
-    for (int i = decimals - 1; i >= 0; i--, f /= 10)
-        frac[i] = (char)('0' + f % 10);
-    buf_append(b, ".", 1);
-    buf_append(b, frac, (size_t)decimals);
-}
+/* A scrape writes ~15 lines per GPU: numbers go through buf_put_int and
+ * buf_put_fixed (common/buf.c), not printf. */
 
 /* Scrapes run one at a time; their scratch space is kept between them. */
 static pthread_mutex_t scrape_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -454,7 +412,7 @@ static void render_queues(struct head *h, struct buf *b)
     header(b, "gpuq_jobs", "gauge", "Jobs the head holds in memory, by state.");
     for (int s = 0; s < JOB_NSTATES; s++) {
         buf_printf(b, "gpuq_jobs{state=\"%s\"} ", job_state_name((enum job_state)s));
-        put_i64(b, states[s]);
+        buf_put_int(b, states[s]);
         buf_append(b, "\n", 1);
     }
     size_t full, at_rest;
@@ -464,7 +422,7 @@ static void render_queues(struct head *h, struct buf *b)
     header(b, "gpuq_jobs_at_rest", "gauge",
            "Queued jobs held compactly in memory (nobody waits on them; issue 20).");
     buf_puts(b, "gpuq_jobs_at_rest ");
-    put_i64(b, (int64_t)at_rest);
+    buf_put_int(b, (int64_t)at_rest);
     buf_append(b, "\n", 1);
     /* Tenant names once per group (a lookup each), then two families. */
     char(*tenants)[REC_NAME_MAX] = n ? xcalloc((size_t)n, REC_NAME_MAX) : NULL;
@@ -477,14 +435,14 @@ static void render_queues(struct head *h, struct buf *b)
     header(b, "gpuq_queue_depth_jobs", "gauge", "Queued jobs per capability, lane and tenant.");
     for (int i = 0; i < n; i++) {
         put_queue_labels(b, "gpuq_queue_depth_jobs", &q_scratch[i], tenants[i]);
-        put_i64(b, q_scratch[i].depth);
+        buf_put_int(b, q_scratch[i].depth);
         buf_append(b, "\n", 1);
     }
     header(b, "gpuq_queue_backlog_gpu_seconds", "gauge",
            "Estimated GPU-seconds of queued jobs (the scheduler's cost estimate).");
     for (int i = 0; i < n; i++) {
         put_queue_labels(b, "gpuq_queue_backlog_gpu_seconds", &q_scratch[i], tenants[i]);
-        put_fixed(b, (double)q_scratch[i].backlog_ms / 1e3, 3);
+        buf_put_fixed(b, (double)q_scratch[i].backlog_ms / 1e3, 3);
         buf_append(b, "\n", 1);
     }
     free(tenants);
@@ -587,7 +545,7 @@ static void gint(struct buf *b, int fam, const struct gpu_snap *s, long long v)
 {
     gput(b, fam, s);
     buf_append(b, "} ", 2);
-    put_i64(b, v);
+    buf_put_int(b, v);
     buf_append(b, "\n", 1);
 }
 
@@ -595,7 +553,7 @@ static void gfixed(struct buf *b, int fam, const struct gpu_snap *s, double v, i
 {
     gput(b, fam, s);
     buf_append(b, "} ", 2);
-    put_fixed(b, v, decimals);
+    buf_put_fixed(b, v, decimals);
     buf_append(b, "\n", 1);
 }
 
@@ -611,7 +569,7 @@ static void render_gpu_family(struct buf *b, int fam)
             buf_puts(b, ",host=\"");
             put_value(b, s->host);
             buf_puts(b, "\",gpu=\"");
-            put_i64(b, s->gpu_index);
+            buf_put_int(b, s->gpu_index);
             buf_puts(b, "\",name=\"");
             put_value(b, s->name);
             buf_puts(b, "\",uuid=\"");
@@ -669,7 +627,7 @@ static void render_gpus(struct head *h, struct buf *b)
     registry_foreach(h->registry, snap_worker, NULL); /* the lock is held for the copy only */
     header(b, "gpuq_workers", "gauge", "Registered GPUs (workers).");
     buf_puts(b, "gpuq_workers ");
-    put_i64(b, g_n);
+    buf_put_int(b, g_n);
     buf_append(b, "\n", 1);
     for (int f = 0; f < G_N; f++)
         render_gpu_family(b, f);

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,12 +129,28 @@ static void test_fixed_matches_printf(void **state)
     buf_fini(&b);
 }
 
+static void test_int_matches_printf(void **state)
+{
+    (void)state;
+    const long long v[] = {0, 1, -1, 9, 10, -10, 4096, 1234567890123LL, LLONG_MAX, LLONG_MIN};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        char want[32];
+        snprintf(want, sizeof want, "%lld", v[i]);
+        struct buf b;
+        buf_init(&b);
+        buf_put_int(&b, v[i]);
+        assert_string_equal(b.data, want);
+        buf_fini(&b);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_append_and_printf),
         cmocka_unit_test(test_printf_across_the_capacity),
         cmocka_unit_test(test_fixed_matches_printf),
+        cmocka_unit_test(test_int_matches_printf),
         cmocka_unit_test(test_reset_keeps_capacity),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
