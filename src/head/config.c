@@ -66,6 +66,7 @@ void config_defaults(struct head_config *cfg)
     cfg->trace_max_bytes = 64LL << 20;
     cfg->trace_max_steps = 64;
     cfg->synchronous_full = 1;
+    cfg->wal_preallocate = 1;
     lc_policy_defaults(&cfg->lifecycle);
     breaker_policy_defaults(&cfg->breaker);
     cfg->max_result_bytes = 64LL << 20;
@@ -162,6 +163,7 @@ static const struct key_def keys[] = {
     K_I64("metrics", "trace_max_bytes", trace_max_bytes, 4096, 1LL << 36),
     K_INT("metrics", "trace_max_steps", trace_max_steps, 8, 4096),
     K_CHOICE("store", "synchronous", synchronous_full, "full", "normal"),
+    K_CHOICE("store", "wal_preallocate", wal_preallocate, "true", "false"),
     K_INT("jobs", "max_attempts", lifecycle.max_attempts, 1, 100),
     K_CHOICE("jobs", "allow_unserved", allow_unserved, "true", "false"),
     K_I64("jobs", "max_result_bytes", max_result_bytes, 1024, 1LL << 32),

@@ -47,6 +47,7 @@ struct head_config {
     int trace_max_steps;         /* [metrics] steps kept per job; default 64 */
     /* [store] */
     int synchronous_full;        /* 1 = FULL (default), 0 = NORMAL (not durable on power loss) */
+    int wal_preallocate;         /* 1 = the WAL's first checkpoint's worth written as zeros (default) */
     /* [jobs] */
     int allow_unserved;          /* accept a (capability, model) no worker declared; default 0 */
     int64_t max_result_bytes;    /* default 64 MiB */

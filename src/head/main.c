@@ -74,7 +74,11 @@ int main(int argc, char **argv)
     }
     char dbpath[600];
     snprintf(dbpath, sizeof dbpath, "%s/gpuq.db", h.cfg.data_dir);
-    struct store_sqlite_options so = {.path = dbpath, .synchronous_full = h.cfg.synchronous_full};
+    struct store_sqlite_options so = {
+        .path = dbpath,
+        .synchronous_full = h.cfg.synchronous_full,
+        .wal_prealloc_bytes = h.cfg.wal_preallocate ? STORE_WAL_PREALLOC_BYTES : 0,
+    };
     if (store_sqlite_open(&so, &h.store, err, sizeof err)) {
         log_error(MOD, "store: %s", err);
         return 1;

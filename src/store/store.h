@@ -95,7 +95,16 @@ struct store {
 struct store_sqlite_options {
     const char *path;
     int synchronous_full; /* 1: FULL (default, durable); 0: NORMAL */
+    /* Bytes of zeros the WAL gets on disk before SQLite opens it, when it is
+     * shorter (store_sqlite.c, wal_preallocate); 0: none. gpuqd passes
+     * STORE_WAL_PREALLOC_BYTES unless [store] wal_preallocate = false. */
+    long long wal_prealloc_bytes;
 };
+
+/* One automatic checkpoint's worth of WAL: wal_autocheckpoint (4000) frames of
+ * a 4096-byte page and its 24-byte frame header, plus the 32-byte WAL header. */
+#define STORE_WAL_CHECKPOINT_PAGES 4000
+#define STORE_WAL_PREALLOC_BYTES (STORE_WAL_CHECKPOINT_PAGES * (4096LL + 24) + 32)
 
 /* store_sqlite_open opens (creating and migrating) the SQLite store. On error
  * returns GPUQ_EIO with a message in err. */
