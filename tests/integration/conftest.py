@@ -1,6 +1,7 @@
 """pytest fixtures over gpuq_harness: a fresh head per test, stopped after."""
 
 import os
+import shutil
 import sys
 
 import pytest
@@ -27,3 +28,21 @@ def head_factory(tmp_path):
 @pytest.fixture
 def head(head_factory):
     return head_factory()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    if outcome.get_result().failed:
+        item.gpuq_failed = True
+
+
+@pytest.fixture(autouse=True)
+def passed_tests_leave_no_files(request, tmp_path):
+    """A test that passed leaves no files behind: every head's data directory
+    holds a 16.5 MB write-ahead log (wal_preallocate, docs/configuration.md)
+    and pytest keeps the directories of its last three runs. A failed test's
+    files stay, for its logs."""
+    yield
+    if not getattr(request.node, "gpuq_failed", False):
+        shutil.rmtree(tmp_path, ignore_errors=True)
