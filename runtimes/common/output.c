@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
 
 uint64_t rt_hash_str(const char *s)
 {
@@ -48,13 +47,13 @@ static void mem_flush(png_structp png)
     (void)png;
 }
 
-/* Encodes w×h 8-bit RGB rows with libpng into f, or (f NULL) onto mem, at
- * zlib level `level` with the one row filter `filter`: libpng's defaults try
- * every filter on every row at level 6, which costs more than drawing the
- * picture. */
-static int png_encode(FILE *f, struct rt_bytes *mem, int w, int h, const unsigned char *px,
-                      int level, int filter)
+int rt_png_encode(struct rt_bytes *out, int w, int h, const unsigned char *px,
+                  struct rt_png_how how)
 {
+    if (w < 1 || h < 1 || w > 1 << 14 || h > 1 << 14 || how.zlib_level < 0 ||
+        how.zlib_level > 9)
+        return -1;
+    out->len = 0;
     png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
     png_infop info = png ? png_create_info_struct(png) : NULL;
     if (!info) {
@@ -65,29 +64,17 @@ static int png_encode(FILE *f, struct rt_bytes *mem, int w, int h, const unsigne
         png_destroy_write_struct(&png, &info);
         return -1;
     }
-    if (f)
-        png_init_io(png, f);
-    else
-        png_set_write_fn(png, mem, mem_write, mem_flush);
+    png_set_write_fn(png, out, mem_write, mem_flush);
     png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, 8, PNG_COLOR_TYPE_RGB,
                  PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-    png_set_compression_level(png, level);
-    png_set_filter(png, PNG_FILTER_TYPE_BASE, filter);
+    png_set_compression_level(png, how.zlib_level);
+    png_set_filter(png, PNG_FILTER_TYPE_BASE, how.sub_filter ? PNG_FILTER_SUB : PNG_FILTER_NONE);
     png_write_info(png, info);
     for (int y = 0; y < h; y++)
         png_write_row(png, (png_const_bytep)(px + (size_t)y * (size_t)w * 3));
     png_write_end(png, NULL);
     png_destroy_write_struct(&png, &info);
     return 0;
-}
-
-static int png_write_rgb(const char *path, int w, int h, const unsigned char *px)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return -1;
-    int rc = png_encode(f, NULL, w, h, px, 1, PNG_FILTER_SUB);
-    return fclose(f) == 0 ? rc : -1;
 }
 
 /* Makes DIR/ID.png and DIR/.ID.png.tmp from an id (made filename-safe). */
@@ -111,21 +98,6 @@ static int out_paths(const char *dir, const char *id, char *path, size_t size, c
     return 0;
 }
 
-int rt_write_png(const char *dir, const char *id, int w, int h, const unsigned char *px,
-                 char *path, size_t size)
-{
-    char tmp[4096];
-    if (out_paths(dir, id, path, size, tmp, sizeof tmp) != 0)
-        return -1;
-    if (png_write_rgb(tmp, w, h, px) != 0 || rename(tmp, path) != 0) {
-        int e = errno;
-        remove(tmp);
-        errno = e;
-        return -1;
-    }
-    return 0;
-}
-
 int rt_write_bytes(const char *dir, const char *id, const void *data, size_t len, char *path,
                    size_t size)
 {
@@ -143,14 +115,6 @@ int rt_write_bytes(const char *dir, const char *id, const void *data, size_t len
         return -1;
     }
     return 0;
-}
-
-int rt_png_stored(struct rt_bytes *out, int w, int h, const unsigned char *px)
-{
-    if (w < 1 || h < 1 || w > 1 << 14 || h > 1 << 14)
-        return -1;
-    out->len = 0;
-    return png_encode(NULL, out, w, h, px, Z_NO_COMPRESSION, PNG_FILTER_NONE);
 }
 
 size_t rt_inline_max(void)

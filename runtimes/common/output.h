@@ -1,9 +1,11 @@
 /* output.h: what the runtimes shipped with gpuq share to hand a picture to
- * the agent (docs/protocol-runtime.md: a regular file directly inside the
- * run's output_dir). */
+ * the agent (docs/protocol-runtime.md): encoded into memory once, then either
+ * inline on the protocol (small results) or a regular file directly inside
+ * the run's output_dir. */
 #ifndef GPUQ_RUNTIMES_OUTPUT_H
 #define GPUQ_RUNTIMES_OUTPUT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -13,14 +15,6 @@
 /* FNV-1a of a string (NULL hashes as ""): prompts and model names to seeds. */
 uint64_t rt_hash_str(const char *s);
 
-/* Writes w×h 8-bit RGB pixels (rows of w*3 bytes) as DIR/ID.png, ID made
- * filename-safe, through a hidden temporary file renamed into place so the
- * agent never reads half a file. The PNG favours speed (compression level 1,
- * Sub filter only). path gets the final path, also on failure. Returns 0, or
- * -1 with errno set. */
-int rt_write_png(const char *dir, const char *id, int w, int h, const unsigned char *px,
-                 char *path, size_t size);
-
 /* A byte buffer a runtime keeps from job to job, so that encoding a result
  * allocates nothing once it has grown to the largest picture. */
 struct rt_bytes {
@@ -28,16 +22,32 @@ struct rt_bytes {
     size_t len, cap;
 };
 
-/* rt_png_stored encodes w×h 8-bit RGB pixels as a PNG into out (replacing its
- * contents) with libpng: filter None and zlib level 0, i.e. stored
- * (uncompressed) deflate blocks, which is also any decoder's cheapest to
- * read. For the sim runtime's noisy pictures a real deflate saved about a
- * quarter of the bytes at 50x the instructions. Returns 0, or -1 (out of
- * memory, bad size). */
-int rt_png_stored(struct rt_bytes *out, int w, int h, const unsigned char *px);
+/* How hard rt_png_encode works. Each runtime picks what suits its pictures:
+ * RT_PNG_STORED (zlib level 0, filter None: stored deflate blocks) for the
+ * sim runtime's noise, where a real deflate saved about a quarter of the
+ * bytes at 50x the instructions; RT_PNG_FAST (level 1, Sub filter on every
+ * row) for the CUDA runtime's smooth colour bands, which a cheap deflate
+ * shrinks well. libpng's own default (every filter tried on every row, at
+ * level 6) costs more than drawing the picture. */
+struct rt_png_how {
+    int zlib_level; /* 0..9 */
+    bool sub_filter; /* the Sub filter on every row, else None */
+};
+#define RT_PNG_STORED ((struct rt_png_how){.zlib_level = 0, .sub_filter = false})
+#define RT_PNG_FAST ((struct rt_png_how){.zlib_level = 1, .sub_filter = true})
 
-/* rt_write_bytes writes len bytes as DIR/ID.png like rt_write_png (hidden
- * temporary file renamed into place). 0, or -1 with errno set. */
+/* rt_png_encode encodes w×h 8-bit RGB pixels (rows of w*3 bytes, 1..16384
+ * each way) as a PNG into out, replacing its contents, with libpng as `how`
+ * says. One encoder for every runtime and both ways a result leaves
+ * (inline on the protocol, or rt_write_bytes into a file). Returns 0, or -1
+ * (out of memory, bad size or settings). */
+int rt_png_encode(struct rt_bytes *out, int w, int h, const unsigned char *px,
+                  struct rt_png_how how);
+
+/* rt_write_bytes writes len bytes (an encoded PNG) as DIR/ID.png, ID made
+ * filename-safe, through a hidden temporary file renamed into place so the
+ * agent never reads half a file. path gets the final path, also on failure.
+ * 0, or -1 with errno set. */
 int rt_write_bytes(const char *dir, const char *id, const void *data, size_t len, char *path,
                    size_t size);
 

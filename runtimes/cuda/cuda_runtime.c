@@ -11,8 +11,9 @@
  *   resident; oom when the GPU has less free memory than that.
  * - run: renders a Julia set (constant, zoom and palette drawn from the seed
  *   and the prompt; iteration depth from steps) in row bands, reporting
- *   progress and honouring cancel between bands, and writes <id>.png into the
- *   output directory.
+ *   progress and honouring cancel between bands, and answers the PNG inline
+ *   when the agent offered that and it fits ($GPUQ_RESULT_INLINE_MAX), else
+ *   writes <id>.png into the output directory.
  * - If libcuda cannot be opened ($GPUQ_CUDA_LIBRARY names another library to
  *   open instead) or any CUDA set-up step fails, the runtime still says hello
  *   and answers ping, and every load and run gets an error of class cuda that
@@ -20,7 +21,8 @@
  *
  * Threads: the main thread reads stdin and answers ping/cancel/shutdown at
  * once; one CUDA thread owns the context and works through load, unload and
- * run requests in arrival order. Lines to stdout are serialised by a mutex. */
+ * run requests in arrival order. Messages to stdout (a line, or an inline
+ * result's line and bytes) are serialised by a mutex. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <jansson.h>
@@ -305,7 +307,14 @@ static struct {
     bool done; /* the CUDA thread has returned */
 } q = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
+/* Held for each whole message written to stdout: a line, or an inline
+ * result's line and its bytes, so that a pong or a log line from the main
+ * thread never lands inside a picture. */
 static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* The largest result the agent takes inline ($GPUQ_RESULT_INLINE_MAX, 0: files
+ * only). Set in main before the CUDA thread starts; read-only after. */
+static size_t inline_max;
 
 /* Owned by the CUDA thread. */
 struct model {
@@ -324,6 +333,7 @@ static struct {
     CUfunction julia;
     struct model models[RT_MAX_MODELS];
     int nmodels;
+    struct rt_bytes png; /* the encoded picture, reused from run to run */
 } gpu;
 
 /* --- output ---------------------------------------------------------------- */
@@ -350,6 +360,15 @@ static void emit(json_t *msg)
     fflush(stdout);
     pthread_mutex_unlock(&out_mu);
     free(s);
+}
+
+/* Writes a result whose PNG follows its line (rt_emit_inline), as one
+ * message under out_mu. */
+static void emit_inline(const char *id, int64_t run_ms, const void *data, size_t len)
+{
+    pthread_mutex_lock(&out_mu);
+    rt_emit_inline(stdout, id, "image/png", run_ms, data, len);
+    pthread_mutex_unlock(&out_mu);
 }
 
 static void emit_error(const char *id, const char *cls, const char *message)
@@ -796,10 +815,20 @@ static void do_run(const struct task *t)
         return;
     }
 
-    char path[PATH_MAX + RT_ID_MAX + 16];
-    int wr = rt_write_png(t->output_dir, t->id, w, h, px, path, sizeof path);
+    /* Encoded once into the buffer the CUDA thread keeps; then inline when
+     * the agent offered it and the picture fits, else a file as before. */
+    int enc = rt_png_encode(&gpu.png, w, h, px, RT_PNG_FAST);
     free(px);
-    if (wr != 0) {
+    if (enc != 0) {
+        emit_error(t->id, "internal", "could not encode the output PNG (out of host memory)");
+        return;
+    }
+    if (gpu.png.len <= inline_max) {
+        emit_inline(t->id, now_ms() - t0, gpu.png.p, gpu.png.len);
+        return;
+    }
+    char path[PATH_MAX + RT_ID_MAX + 16];
+    if (rt_write_bytes(t->output_dir, t->id, gpu.png.p, gpu.png.len, path, sizeof path) != 0) {
         char msg[sizeof path + 128];
         snprintf(msg, sizeof msg, "could not write %s: %s", path, strerror(errno));
         emit_error(t->id, "internal", msg);
@@ -1091,6 +1120,7 @@ int main(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     json_object_seed(0); /* before any thread uses jansson */
+    inline_max = rt_inline_max();
     emit(json_pack("{s:s, s:i, s:s, s:s}", "type", "hello", "protocol", RT_PROTOCOL, "runtime",
                    RT_NAME, "version", RT_VERSION));
 

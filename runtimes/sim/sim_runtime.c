@@ -524,7 +524,7 @@ static void finish_run(struct op *o)
     unsigned char *px = png_art_draw(&sim.art, (int)w, (int)h, seed, solid);
     if (px && o->has_input && !solid)
         draw_input_hash(px, (int)w, (int)h, o->input_hash);
-    if (!px || rt_png_stored(&sim.png, (int)w, (int)h, px) != 0) {
+    if (!px || rt_png_encode(&sim.png, (int)w, (int)h, px, RT_PNG_STORED) != 0) {
         emit_error(o->id, "internal", "could not encode the output PNG");
         return;
     }

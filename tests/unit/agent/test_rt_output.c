@@ -1,8 +1,9 @@
 /* test_rt_output.c: what the shipped runtimes hand the agent
- * (runtimes/common/output.c) — the stored PNG decodes, with libpng, to
- * exactly the pixels given (one deflate block or several); the libpng file
- * writer and the raw file writer leave what they were given; an inline
- * result is a line the agent parses followed by exactly its bytes. */
+ * (runtimes/common/output.c) — the one PNG encoder, in each of its settings,
+ * decodes with libpng to exactly the pixels given (one deflate block or
+ * several) and uses the row filter it was asked for; the file writer leaves
+ * what it was given; an inline result is a line the agent parses followed by
+ * exactly its bytes. */
 #include <png.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cmocka.h>
 
@@ -47,22 +49,96 @@ static void assert_png_pixels(const void *data, size_t len, int w, int h,
     free(out);
 }
 
-static void test_stored_png_decodes_to_the_same_pixels(void **state)
+/* Smooth horizontal and vertical ramps: what a cheap deflate shrinks well. */
+static unsigned char *ramps(int w, int h)
+{
+    unsigned char *px = malloc((size_t)w * (size_t)h * 3);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            unsigned char *p = px + ((size_t)y * (size_t)w + (size_t)x) * 3;
+            p[0] = (unsigned char)(x * 255 / w);
+            p[1] = (unsigned char)(y * 255 / h);
+            p[2] = (unsigned char)((x + y) / 4);
+        }
+    return px;
+}
+
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Inflates the PNG's IDAT chunks and asserts that every one of its h rows
+ * (of 1 + w*3 bytes) starts with the filter type `filter`. */
+static void assert_row_filters(const unsigned char *png, size_t len, int w, int h, int filter)
+{
+    size_t raw_len = (size_t)h * (1 + (size_t)w * 3);
+    unsigned char *raw = malloc(raw_len);
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    assert_int_equal(inflateInit(&z), Z_OK);
+    z.next_out = raw;
+    z.avail_out = (uInt)raw_len;
+    int zrc = Z_OK;
+    for (size_t off = 8; off + 12 <= len;) { /* after the signature: chunks */
+        uint32_t n = be32(png + off);
+        assert_true(off + 12 + n <= len);
+        if (memcmp(png + off + 4, "IDAT", 4) == 0 && zrc == Z_OK) {
+            z.next_in = (unsigned char *)(png + off + 8);
+            z.avail_in = n;
+            zrc = inflate(&z, Z_NO_FLUSH);
+            assert_true(zrc == Z_OK || zrc == Z_STREAM_END);
+        }
+        off += 12 + n;
+    }
+    assert_int_equal(zrc, Z_STREAM_END);
+    assert_int_equal(z.total_out, raw_len);
+    inflateEnd(&z);
+    for (int y = 0; y < h; y++) {
+        assert_int_equal(raw[(size_t)y * (1 + (size_t)w * 3)], filter);
+    }
+    free(raw);
+}
+
+static void test_png_decodes_to_the_same_pixels(void **state)
 {
     (void)state;
     /* 256x256: 196,864 raw bytes, four stored blocks; 1x1 the smallest. */
     const int sizes[][2] = {{1, 1}, {64, 64}, {16, 256}, {256, 256}, {300, 7}};
+    const struct rt_png_how hows[] = {RT_PNG_STORED, RT_PNG_FAST};
     struct rt_bytes b = {0};
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        int w = sizes[i][0], h = sizes[i][1];
-        unsigned char *px = noise(w, h, (uint32_t)i + 1);
-        assert_int_equal(rt_png_stored(&b, w, h, px), 0); /* b is reused */
-        assert_png_pixels(b.p, b.len, w, h, px);
-        double var;
-        assert_int_equal(qc_png_variance(b.p, b.len, &var), 0); /* the agent's check */
-        free(px);
-    }
-    assert_int_equal(rt_png_stored(&b, 0, 5, NULL), -1);
+    for (size_t k = 0; k < sizeof hows / sizeof hows[0]; k++)
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            int w = sizes[i][0], h = sizes[i][1];
+            unsigned char *px = i % 2 ? noise(w, h, (uint32_t)i + 1) : ramps(w, h);
+            assert_int_equal(rt_png_encode(&b, w, h, px, hows[k]), 0); /* b is reused */
+            assert_png_pixels(b.p, b.len, w, h, px);
+            /* 1: Sub; a one-pixel-wide row has nothing to its left, and
+             * libpng writes it unfiltered (0: None), which is the same. */
+            assert_row_filters(b.p, b.len, w, h, hows[k].sub_filter && w > 1 ? 1 : 0);
+            double var;
+            assert_int_equal(qc_png_variance(b.p, b.len, &var), 0); /* the agent's check */
+            free(px);
+        }
+    free(b.p);
+}
+
+static void test_png_settings_and_sizes(void **state)
+{
+    (void)state;
+    struct rt_bytes b = {0};
+    unsigned char *px = ramps(256, 256);
+    /* Stored: never smaller than the raw rows; fast: a fraction of them. */
+    size_t raw = 256 * (1 + 256 * 3);
+    assert_int_equal(rt_png_encode(&b, 256, 256, px, RT_PNG_STORED), 0);
+    assert_true(b.len > raw);
+    assert_int_equal(rt_png_encode(&b, 256, 256, px, RT_PNG_FAST), 0);
+    assert_true(b.len < raw / 4);
+    assert_int_equal(rt_png_encode(&b, 0, 5, px, RT_PNG_FAST), -1);
+    assert_int_equal(rt_png_encode(&b, 5, (1 << 14) + 1, px, RT_PNG_FAST), -1);
+    assert_int_equal(rt_png_encode(&b, 5, 5, px, (struct rt_png_how){.zlib_level = 10}), -1);
+    assert_int_equal(rt_png_encode(&b, 5, 5, px, (struct rt_png_how){.zlib_level = -1}), -1);
+    free(px);
     free(b.p);
 }
 
@@ -88,10 +164,14 @@ static void test_files_hold_what_was_written(void **state)
     unsigned char *px = noise(33, 20, 9);
     char path[4200];
     size_t len;
-    assert_int_equal(rt_write_png(dir, "7.1", 33, 20, px, path, sizeof path), 0);
+    struct rt_bytes b = {0};
+    assert_int_equal(rt_png_encode(&b, 33, 20, px, RT_PNG_FAST), 0);
+    assert_int_equal(rt_write_bytes(dir, "7.1", b.p, b.len, path, sizeof path), 0);
     char *d = slurp(path, &len);
+    assert_int_equal(len, b.len);
     assert_png_pixels(d, len, 33, 20, px);
     free(d);
+    free(b.p);
     unlink(path);
     const char bytes[] = "not\na picture\0at all";
     assert_int_equal(rt_write_bytes(dir, "../8.1", bytes, sizeof bytes, path, sizeof path), 0);
@@ -145,7 +225,8 @@ static void test_inline_offer_from_the_environment(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_stored_png_decodes_to_the_same_pixels),
+        cmocka_unit_test(test_png_decodes_to_the_same_pixels),
+        cmocka_unit_test(test_png_settings_and_sizes),
         cmocka_unit_test(test_files_hold_what_was_written),
         cmocka_unit_test(test_inline_result_is_a_line_then_its_bytes),
         cmocka_unit_test(test_inline_offer_from_the_environment),
