@@ -24,10 +24,16 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "lat.h"
 
 #define ROW_BYTES 300
 /* Upper bound of --wal-prealloc: 1 GiB, far past a checkpoint's worth. */
 #define WAL_PREALLOC_MAX (1LL << 30)
+/* The first commits, timed apart: SQLite's default wal_autocheckpoint is
+ * 1000 pages and a single-row commit writes about one frame, so these are
+ * the commits during which a fresh WAL grows; after its first checkpoint it
+ * is written again from the start, over blocks already there. */
+#define FIRST_COMMITS 1000
 
 static int exec(sqlite3 *db, const char *sql)
 {
@@ -135,6 +141,9 @@ int main(int argc, char **argv)
 
     int rc = 1;
     long long wal_end = -1;
+    struct lat all, first; /* every commit's time; the first FIRST_COMMITS' */
+    lat_init(&all);
+    lat_init(&first);
     sqlite3 *db = NULL;
     sqlite3_stmt *ins = NULL;
     /* The schema first, in its own connection: closing it checkpoints and
@@ -175,6 +184,7 @@ int main(int argc, char **argv)
     int64_t end = t0 + (int64_t)(duration_s * 1e9);
     int64_t now = t0;
     while (now < end) {
+        int64_t c0 = now;
         if (exec(db, "BEGIN"))
             goto out;
         sqlite3_bind_int64(ins, 1, clock_wall_ms());
@@ -188,6 +198,9 @@ int main(int argc, char **argv)
             goto out;
         commits++;
         now = clock_mono_ns();
+        lat_add(&all, now - c0);
+        if (commits <= FIRST_COMMITS)
+            lat_add(&first, now - c0);
     }
     double secs = (double)(now - t0) / 1e9;
     /* The WAL's size at the end, before close: with --wal-prealloc it should
@@ -195,16 +208,25 @@ int main(int argc, char **argv)
     struct stat st;
     if (stat(wal, &st) == 0)
         wal_end = (long long)st.st_size;
+    double p50 = (double)lat_pct(&all, 50) / 1e6, p99 = (double)lat_pct(&all, 99) / 1e6;
+    double first50 = (double)lat_pct(&first, 50) / 1e6;
     if (kv)
-        printf("sqlite_commits=%lld\nsqlite_commits_per_s=%.0f\nsqlite_wal_prealloc_bytes=%lld\n"
+        printf("sqlite_commits=%lld\nsqlite_commits_per_s=%.0f\nsqlite_commit_p50_ms=%.3f\n"
+               "sqlite_commit_p99_ms=%.3f\nsqlite_first_commits=%d\n"
+               "sqlite_first_commits_p50_ms=%.3f\nsqlite_wal_prealloc_bytes=%lld\n"
                "sqlite_wal_bytes_end=%lld\n",
-               commits, (double)commits / secs, prealloc, wal_end);
+               commits, (double)commits / secs, p50, p99, FIRST_COMMITS, first50, prealloc,
+               wal_end);
     else
-        printf("gpuq-bench-sqlite: %lld single-row commits in %.2f s: %.0f commits/s "
-               "(WAL, synchronous=FULL; WAL preallocated: %lld bytes; at the end: %lld bytes)\n",
-               commits, secs, (double)commits / secs, prealloc, wal_end);
+        printf("gpuq-bench-sqlite: %lld single-row commits in %.2f s: %.0f commits/s, "
+               "p50 %.3f ms, p99 %.3f ms, p50 of the first %d %.3f ms (WAL, synchronous=FULL; "
+               "WAL preallocated: %lld bytes; at the end: %lld bytes)\n",
+               commits, secs, (double)commits / secs, p50, p99, FIRST_COMMITS, first50, prealloc,
+               wal_end);
     rc = 0;
 out:
+    lat_fini(&all);
+    lat_fini(&first);
     sqlite3_finalize(ins);
     sqlite3_close(db);
     unlink(wal);
