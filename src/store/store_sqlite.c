@@ -9,7 +9,8 @@
  * file already has, and an fdatasync that need not also make a new file size
  * and new blocks durable costs about half as much (0.17 against 0.34 ms a
  * commit on the 2-core project machine: bench/README.md, "the WAL on disk").
- * beanstalkd fills its binlog files the same way. */
+ * beanstalkd preallocates its binlog files too (fallocate), which on this
+ * disk gains about half as much as zeros do. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
