@@ -58,6 +58,7 @@ void config_defaults(struct head_config *cfg)
     snprintf(cfg->listen, sizeof cfg->listen, "127.0.0.1:7070");
     cfg->max_connections = 1024;
     cfg->http_threads = 2;
+    cfg->cpu = -1;
     cfg->connection_timeout_s = 30;
     cfg->max_connections_per_address = 64;
     cfg->header_timeout_s = 10;
@@ -154,6 +155,7 @@ static const struct key_def keys[] = {
     K_STR("server", "data", data_dir, 0),
     K_INT("server", "max_connections", max_connections, 4, 100000),
     K_INT("server", "threads", http_threads, 1, 64),
+    K_INT("server", "cpu", cpu, -1, 4095),
     K_INT("server", "connection_timeout_s", connection_timeout_s, 1, 3600),
     K_INT("server", "max_connections_per_address", max_connections_per_address, 0, 100000),
     K_INT("server", "header_timeout_s", header_timeout_s, 1, 3600),

@@ -4,6 +4,7 @@
  * and its one-head lock (datadir.c), the store, committer, tenants, registry,
  * job table, dispatcher (src/head, src/store) and the HTTP API (src/api). */
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -67,6 +68,16 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* every thread inherits: main waits for them */
+    if (h.cfg.cpu >= 0) { /* before any thread: each inherits it (docs/configuration.md) */
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(h.cfg.cpu, &set);
+        if (sched_setaffinity(0, sizeof set, &set)) {
+            log_error(MOD, "server.cpu: gpuqd may not run on CPU %d (%s)", h.cfg.cpu,
+                      strerror(errno));
+            return 1;
+        }
+    }
 
     if (datadir_admin_key(h.cfg.data_dir, h.admin_hash, err, sizeof err)) {
         log_error(MOD, "%s", err);
