@@ -97,3 +97,27 @@ def test_scheduler_knobs_are_checked(tmp_path):
         p = subprocess.run([binary("gpuqd"), "--config", str(path), "--print-config"],
                            capture_output=True, text=True, timeout=20)
         assert p.returncode == 2 and expect in p.stderr, (text, p.stderr)
+
+
+def test_cpu_runs_every_thread_on_that_cpu(head_factory):
+    cpu = max(os.sched_getaffinity(0))
+    h = head_factory(config_text="[server]\ncpu = %d\n" % cpu)
+    r = h.client(h.add_tenant("acme")).post("/v1/jobs", {"capability": "bg-remove"})
+    assert r.status == 201
+    tasks = os.listdir("/proc/%d/task" % h.proc.pid)
+    assert len(tasks) > 3  # event loops, committer, dispatcher, timers: all started
+    for t in tasks:
+        with open("/proc/%d/task/%s/status" % (h.proc.pid, t)) as f:
+            allowed = [ln.split(":", 1)[1].strip() for ln in f
+                       if ln.startswith("Cpus_allowed_list:")]
+        assert allowed == [str(cpu)], (t, allowed)
+
+
+def test_cpu_gpuqd_may_not_use_is_refused(tmp_path):
+    path = tmp_path / "cpu.conf"
+    path.write_text("[server]\ncpu = 4095\n")
+    p = subprocess.run([binary("gpuqd"), "--config", str(path), "--data", str(tmp_path / "data"),
+                        "--listen", "127.0.0.1:0"], capture_output=True, text=True, timeout=20)
+    assert p.returncode == 1, p.stderr
+    assert "server.cpu: gpuqd may not run on CPU 4095" in p.stderr, p.stderr
+    assert not (tmp_path / "data" / "head.url").exists()
