@@ -75,6 +75,21 @@ def up(tmp_path):
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         log.close()
+        kill_left_behind(str(home))
+
+
+def kill_left_behind(marker):
+    """scripts/up starts gpuqd and the agent in sessions of their own; if it
+    was killed before it stopped them (the SIGKILL above), they would outlive
+    the test. Every process whose command line names this test's home goes."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                named = marker.encode() in f.read()
+            if named:
+                os.kill(int(pid), signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def test_readme_try_it_word_for_word(up, tmp_path):
