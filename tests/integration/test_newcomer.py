@@ -68,7 +68,10 @@ def up(tmp_path):
                "url": (data / "head.url").read_text().strip()}
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
+            # SIGTERM, not SIGINT: a test run started in the background
+            # (`make test &`) inherits SIGINT ignored, and bash cannot trap a
+            # signal ignored at its start, so scripts/up would never stop.
+            os.killpg(proc.pid, signal.SIGTERM)
             try:
                 proc.wait(timeout=60 * SLOW)
             except subprocess.TimeoutExpired:
