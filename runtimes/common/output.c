@@ -2,6 +2,7 @@
 #include "output.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <png.h>
 #include <setjmp.h>
 #include <stdbool.h>
@@ -129,30 +130,20 @@ size_t rt_inline_max(void)
     return n > (64ull << 20) ? (size_t)64 << 20 : (size_t)n;
 }
 
-/* Appends s as a JSON string (quotes included) to f. */
-static void put_json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 int rt_emit_inline(FILE *out, const char *id, const char *content_type, int64_t run_ms,
                    const void *data, size_t len)
 {
-    fputs("{\"type\":\"result\",\"id\":", out);
-    put_json_str(out, id);
-    fprintf(out, ",\"outputs\":[{\"bytes\":%zu,\"content_type\":", len);
-    put_json_str(out, content_type);
-    fprintf(out, "}],\"run_ms\":%lld}\n", (long long)(run_ms < 0 ? 0 : run_ms));
+    /* The line through jansson, as every other line the runtimes write. */
+    json_t *msg = json_pack("{s:s, s:s, s:[{s:I, s:s}], s:I}", "type", "result", "id", id,
+                            "outputs", "bytes", (json_int_t)len, "content_type", content_type,
+                            "run_ms", (json_int_t)(run_ms < 0 ? 0 : run_ms));
+    char *line = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
+    json_decref(msg);
+    if (!line)
+        return -1;
+    fputs(line, out);
+    fputc('\n', out);
+    free(line);
     fwrite(data, 1, len, out);
     return fflush(out) == 0 && !ferror(out) ? 0 : -1;
 }
