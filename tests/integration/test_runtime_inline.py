@@ -8,6 +8,7 @@ compares byte for byte. Every wait is bounded."""
 import os
 
 from gpuq_harness import binary
+from inline_runtime import payload as expected  # the bytes the runtime sends
 from test_agent import cluster, submit, wait_job  # noqa: F401 (cluster is a fixture)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -19,16 +20,6 @@ def inline_agent(make_agent, tmp_path, host, gpus=1):
     agent = make_agent(host, gpus=gpus, runtime=rt)
     agent.wait_ready()
     return agent, offer
-
-
-def expected(size, seed):
-    import hashlib
-    out = bytearray()
-    n = 0
-    while len(out) < size:
-        out += hashlib.sha256(f"{seed}/{n}".encode()).digest()
-        n += 1
-    return bytes(out[:size])
 
 
 def run(c, prompt, timeout_s=30):
