@@ -1560,17 +1560,26 @@ static struct sched *busy_image_fleet(int64_t *t0_out)
     return s;
 }
 
+/* busy_image_fleet with batch job 1 (video) placed on gpu3 and running
+ * there: the start of the headroom tests below. */
+static struct sched *video_running_on_gpu3(int64_t *t0_out, struct rec *r)
+{
+    struct sched *s = busy_image_fleet(t0_out);
+    int64_t t0 = *t0_out;
+    uint64_t got;
+    add_batch(s, 1, "video", "video", t0);
+    assert_int_equal(sched_dispatch(s, t0, on_placed, r), 1);
+    assert_string_equal(r->worker, "gpu3");
+    assert_int_equal(sched_take(s, "gpu3", t0, &got), 0);
+    return s;
+}
+
 static void test_starving_batch_job_passes_the_headroom(void **state)
 {
     (void)state;
     int64_t t0;
-    struct sched *s = busy_image_fleet(&t0);
-    uint64_t got;
     struct rec r = {0};
-    add_batch(s, 1, "video", "video", t0);
-    assert_int_equal(sched_dispatch(s, t0, on_placed, &r), 1);
-    assert_string_equal(r.worker, "gpu3");
-    assert_int_equal(sched_take(s, "gpu3", t0, &got), 0);
+    struct sched *s = video_running_on_gpu3(&t0, &r);
     add_batch(s, 2, "rembg", "rembg", t0);
     assert_int_equal(sched_dispatch(s, t0, on_placed, &r), 0);
     assert_int_equal(sched_dispatch(s, t0 + S(0.9), on_placed, &r), 0);
@@ -1648,13 +1657,8 @@ static void test_batch_only_model_passes_the_headroom_where_resident(void **stat
 {
     (void)state;
     int64_t t0;
-    struct sched *s = busy_image_fleet(&t0);
-    uint64_t got;
     struct rec r = {0};
-    add_batch(s, 1, "video", "video", t0);
-    assert_int_equal(sched_dispatch(s, t0, on_placed, &r), 1);
-    assert_string_equal(r.worker, "gpu3");
-    assert_int_equal(sched_take(s, "gpu3", t0, &got), 0);
+    struct sched *s = video_running_on_gpu3(&t0, &r);
     gpu1_holds_video(s, true, t0);
     add_batch(s, 2, "rembg", "rembg", t0);
     add_batch(s, 3, "image.fast", "image-v2", t0);
