@@ -177,10 +177,7 @@ static bool wait_for_work(struct committer *c)
             timed = false;
         } else {
             if (!timed) {
-                clock_gettime(CLOCK_MONOTONIC, &until);
-                int64_t ns = until.tv_nsec + (int64_t)COMMITTER_PROBE_MS * NS_PER_MS;
-                until.tv_sec += ns / NS_PER_S;
-                until.tv_nsec = ns % NS_PER_S;
+                until = mono_timespec(clock_mono_ns() + (int64_t)COMMITTER_PROBE_MS * NS_PER_MS);
                 timed = true;
             }
             if (pthread_cond_timedwait(&c->work, &c->lock, &until) != 0 && !c->head &&
