@@ -41,7 +41,12 @@ enum {
 
 #define BACKED_MAX ((size_t)64 << 20)
 #define MAX_ALLOCS 256
-#define UNBACKED_BASE 0x7f0000000000ull /* handles of unbacked allocations */
+/* Handles of unbacked allocations. A backed allocation's handle is its host
+ * address, below 2^57 on 64-bit Linux (2^47 without 5-level paging); these
+ * start at 2^63, so the two ranges never overlap. (From 0x7f0000000000, a
+ * malloc'd band buffer could land inside a "loaded" 8000 MB, and its launch
+ * was answered 700.) */
+#define UNBACKED_BASE 0x8000000000000000ull
 
 static struct alloc {
     CUdeviceptr ptr; /* 0: free slot */
