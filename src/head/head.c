@@ -104,6 +104,15 @@ struct job_op {
     void *done_arg;
     bool flag;                 /* passed to done */
     int64_t load_ms, run_ms;   /* complete: measured times for the estimator */
+    /* submit: the 201 needs the commit and the first ETA; with the dispatch
+     * overlapping the commit (early) they come in either order, and the
+     * second to come answers. */
+    bool early;
+    _Atomic int pending;       /* halves still to come */
+    int commit_rc;
+    int eta_rc;
+    double eta_start_s, eta_finish_s;
+    char eta_why[160];
 };
 
 static int job_op_apply(struct store *s, struct commit_op *op)
@@ -240,11 +249,16 @@ static void log_transition(uint64_t id, const struct lc_attempt *a, const struct
 static void fill_eta(struct head *h, struct job_rec *r, int rc, double start_s, double finish_s,
                      const char *why);
 
-/* The dispatcher took the new job: the 201 goes out with its first ETA. */
-static void submit_eta(void *arg, int rc, double start_s, double finish_s, const char *why)
+/* Both halves of a submit are in: the 201 goes out with the job's first ETA,
+ * or the store's error. */
+static void submit_answer(struct job_op *o)
 {
-    struct job_op *o = arg;
     struct head *h = o->h;
+    if (o->commit_rc) {
+        o->done(o->done_arg, o->commit_rc, NULL, false);
+        job_op_free(o);
+        return;
+    }
     struct job_rec out = {0};
     jobs_lock(h->jobs);
     struct hjob *j = jobs_find(h->jobs, o->rec.id);
@@ -252,12 +266,37 @@ static void submit_eta(void *arg, int rc, double start_s, double finish_s, const
     if (j)
         jobs_freeze(h->jobs, j); /* queued, nobody waits: it rests compactly (jobs.h) */
     jobs_unlock(h->jobs);
-    fill_eta(h, &out, rc, start_s, finish_s, why);
-    trace_queued(out.id, rc == 0 ? start_s : -1, finish_s,
-                 out.waiting_reason[0] ? out.waiting_reason : why);
+    fill_eta(h, &out, o->eta_rc, o->eta_start_s, o->eta_finish_s, o->eta_why);
+    trace_queued(out.id, o->eta_rc == 0 ? o->eta_start_s : -1, o->eta_finish_s,
+                 out.waiting_reason[0] ? out.waiting_reason : o->eta_why);
     o->done(o->done_arg, 0, &out, false);
     job_rec_free_fields(&out);
     job_op_free(o);
+}
+
+/* The dispatcher took the new job and placed or queued it. */
+static void submit_eta(void *arg, int rc, double start_s, double finish_s, const char *why)
+{
+    struct job_op *o = arg;
+    o->eta_rc = rc;
+    o->eta_start_s = start_s;
+    o->eta_finish_s = finish_s;
+    snprintf(o->eta_why, sizeof o->eta_why, "%s", why);
+    if (atomic_fetch_sub(&o->pending, 1) == 1)
+        submit_answer(o);
+}
+
+/* An early job whose insert failed leaves the scheduler, and its worker if
+ * one has it: nothing of it was stored, so nothing of it may run (lock held). */
+static void submit_unwind(struct head *h, struct hjob *j)
+{
+    const struct lc_job *lc = &j->rec.lc;
+    if (lc->state == LC_RUNNING) {
+        registry_add_cancel(h->registry, lc->worker, j->rec.id, lc->attempt);
+        dispatcher_job_finished(h->disp, j->rec.id, lc->worker, false, NULL, 0, 0);
+    } else {
+        dispatcher_job_cancel(h->disp, j->rec.id);
+    }
 }
 
 static void submit_done(struct commit_op *op, int rc)
@@ -272,17 +311,33 @@ static void submit_done(struct commit_op *op, int rc)
         trace_admitted(j->rec.id);
         metrics_job_submitted(&j->rec);
     } else if (j) {
+        if (o->early)
+            submit_unwind(h, j);
         jobs_remove(h->jobs, j);
     }
     jobs_unlock(h->jobs);
+    o->commit_rc = rc;
     if (rc != 0 && o->rec.admitted)
         admission_undo(h->admission, o->rec.tenant_name, &o->rec); /* nothing was stored */
-    if (rc == 0) { /* answered by submit_eta */
+    if (rc == 0 && !o->early) { /* the dispatcher's turn: answered by submit_eta */
         dispatcher_job_add_eta(h->disp, &o->rec, submit_eta, o);
         return;
     }
-    o->done(o->done_arg, rc, NULL, false);
-    job_op_free(o);
+    if (atomic_fetch_sub(&o->pending, 1) == 1)
+        submit_answer(o);
+}
+
+/* Whether the new job goes to the dispatcher while its insert commits, not
+ * after: its assignment, progress and result all queue behind the insert in
+ * the committer, so none is stored without it, and if the insert fails
+ * (submit_unwind) its worker is told to drop it and the head no longer knows
+ * it, so its outcome is refused. A crash before the insert is durable loses
+ * only a job nobody was answered for; its outcome, from an earlier boot, is
+ * refused by the epoch fence. Not while the store is failing (the job would
+ * run for nothing), nor for a job naming uploads (its link may fail alone). */
+static bool submit_early(struct head *h, const struct job_rec *rec)
+{
+    return committer_healthy(h->committer) && !inputs_named(rec->params_json);
 }
 
 void head_submit(struct head *h, struct job_rec *rec, head_done_fn done, void *arg)
@@ -324,7 +379,15 @@ void head_submit(struct head *h, struct job_rec *rec, head_done_fn done, void *a
     o->op.done = submit_done;
     o->done = done;
     o->done_arg = arg;
+    o->early = submit_early(h, rec);
+    o->pending = o->early ? 2 : 1; /* not early: the commit posts the job, then the ETA answers */
     committer_submit(h->committer, &o->op);
+    /* After the insert is queued: an assignment of the job queues behind it.
+     * Under the table lock: a failed insert's unwind comes after this add.
+     * (A dispatcher that is stopping calls submit_eta here, which takes no
+     * lock, and the commit's half, which is still to come, answers.) */
+    if (o->early)
+        dispatcher_job_add_eta(h->disp, &j->rec, submit_eta, o);
     jobs_unlock(h->jobs);
 }
 
@@ -569,7 +632,7 @@ static int fence(struct head *h, uint64_t id, const char *worker, int attempt, u
                  struct hjob **out)
 {
     struct hjob *j = jobs_find(h->jobs, id);
-    if (!j || !j->committed)
+    if (!j) /* it may be uncommitted: dispatched early (submit_early) */
         return GPUQ_ENOENT;
     int rc = lc_fence_epoch(&j->rec.lc, worker, attempt, epoch);
     if (rc)

@@ -81,10 +81,15 @@ void inputs_upload(struct head *h, int64_t tenant_id, const char *content_type,
  * "inputs" at any depth reads "inputs": verbatim (the encoder escapes no
  * ASCII letter), so a document without that text has none and is not parsed;
  * one with it (even inside a string) is parsed as before. */
+bool inputs_named(const char *params_json)
+{
+    return params_json && strstr(params_json, "\"inputs\":");
+}
+
 static json_t *params_inputs(const char *params_json, json_t **root)
 {
     *root = NULL;
-    if (!params_json || !strstr(params_json, "\"inputs\":"))
+    if (!inputs_named(params_json))
         return NULL;
     *root = json_loads(params_json, 0, NULL);
     json_t *in = json_object_get(*root, "inputs");

@@ -7,6 +7,7 @@
 #ifndef GPUQ_HEAD_INPUTS_H
 #define GPUQ_HEAD_INPUTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +27,9 @@ void inputs_upload(struct head *h, int64_t tenant_id, const char *content_type,
  * and msg set. */
 int inputs_check(struct head *h, int64_t tenant_id, const char *params_json, char *field,
                  size_t fsize, char *msg, size_t msize);
+
+/* Whether a params document may name uploads (cheap: no parse). */
+bool inputs_named(const char *params_json);
 
 /* On the committer thread, in the job's insert: links rec to the uploads its
  * params name (GPUQ_ENOENT if one is gone: the job is not stored). */

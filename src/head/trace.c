@@ -373,39 +373,35 @@ void trace_queued(uint64_t id, double start_s, double finish_s, const char *why)
     pthread_mutex_unlock(&T.lock);
 }
 
-/* The prelude's steps, rendered (lock held); r the job's record. */
-static void render_prelude(const struct jtrace *t, const struct job_rec *r, struct buf *out,
-                           bool *first)
+/* Prelude step i, rendered (lock held; the step is held); r the job's record. */
+static void render_prelude(const struct jtrace *t, int i, const struct job_rec *r,
+                           struct buf *out, bool *first)
 {
     struct buf b;
-    for (int i = 0; i < 3; i++) {
-        if (!(t->flags & (P_ACCEPTED << i)))
-            continue;
-        int64_t at = prelude_at(t, i);
-        if (i == 0) {
-            step_start(&b, at, "accepted");
-            put_str(&b, "capability", r->capability);
-            put_str(&b, "model", r->model);
-            buf_printf(&b, ",\"lane\":\"%s\",\"tier\":\"%s\",\"cost_s\":%.3f",
-                       job_lane_name((enum job_lane)t->lane),
-                       job_tier_name((enum job_tier)t->tier), t->cost_s);
-        } else if (i == 1) {
-            step_start(&b, at, "admitted");
-            buf_puts(&b, ",\"detail\":\"stored durably; 201 sent\"");
-        } else {
-            step_start(&b, at, "queued");
-            if (t->flags & P_HAS_ETA)
-                buf_printf(&b, ",\"eta_start_s\":%.3f,\"eta_finish_s\":%.3f", t->eta_start_s,
-                           t->eta_finish_s);
-            else if (t->why)
-                put_str(&b, "waiting_reason", t->why);
-        }
-        buf_puts(&b, "}");
-        buf_puts(out, *first ? "" : ",");
-        buf_append(out, b.data, b.len);
-        *first = false;
-        buf_fini(&b);
+    int64_t at = prelude_at(t, i);
+    if (i == 0) {
+        step_start(&b, at, "accepted");
+        put_str(&b, "capability", r->capability);
+        put_str(&b, "model", r->model);
+        buf_printf(&b, ",\"lane\":\"%s\",\"tier\":\"%s\",\"cost_s\":%.3f",
+                   job_lane_name((enum job_lane)t->lane),
+                   job_tier_name((enum job_tier)t->tier), t->cost_s);
+    } else if (i == 1) {
+        step_start(&b, at, "admitted");
+        buf_puts(&b, ",\"detail\":\"stored durably; 201 sent\"");
+    } else {
+        step_start(&b, at, "queued");
+        if (t->flags & P_HAS_ETA)
+            buf_printf(&b, ",\"eta_start_s\":%.3f,\"eta_finish_s\":%.3f", t->eta_start_s,
+                       t->eta_finish_s);
+        else if (t->why)
+            put_str(&b, "waiting_reason", t->why);
     }
+    buf_puts(&b, "}");
+    buf_puts(out, *first ? "" : ",");
+    buf_append(out, b.data, b.len);
+    *first = false;
+    buf_fini(&b);
 }
 
 /* When t's first step happened (0: none held). */
@@ -626,13 +622,30 @@ void trace_render(const struct job_rec *r, struct buf *out)
         source = t ? "store+memory" : "store";
     }
     if (t) {
-        render_prelude(t, r, out, &first);
+        /* Steps in time order. A job dispatched while its insert commits
+         * (head.c, submit_early) is admitted after it is placed, or even
+         * assigned: its admitted step goes where it happened. Ties keep the
+         * prelude first, and the prelude in its own order. */
+        int order[3], np = 0;
+        for (int i = 0; i < 3; i++) {
+            if (!(t->flags & (P_ACCEPTED << i)))
+                continue;
+            int k = np++;
+            for (; k > 0 && prelude_at(t, order[k - 1]) > prelude_at(t, i); k--)
+                order[k] = order[k - 1];
+            order[k] = i;
+        }
+        int next = 0;
         for (const char *p = t->text, *end = t->text + t->len; p && p < end;
              p += strlen(p) + 1) {
+            while (next < np && prelude_at(t, order[next]) <= step_at(p))
+                render_prelude(t, order[next++], r, out, &first);
             buf_puts(out, first ? "" : ",");
             buf_puts(out, p);
             first = false;
         }
+        while (next < np)
+            render_prelude(t, order[next++], r, out, &first);
         dropped = t->dropped;
     }
     pthread_mutex_unlock(&T.lock);
