@@ -14,7 +14,9 @@ import re
 import sqlite3
 import threading
 
-from gpuq_harness import SLOW, Client, FakeWorker, tiny_png, wait_until
+import pytest
+from faultkit import Tmpfs
+from gpuq_harness import SLOW, Client, FakeWorker, Head, tiny_png, wait_until
 from test_agent import HEAD_CONFIG, Agent, Proxy, submit, wait_job
 
 JOB = {"capability": "image.fast", "params": {"prompt": "a fox", "sim_ms": 0}}
@@ -363,3 +365,63 @@ def test_agent_runs_the_same_attempt_again_when_its_copy_was_being_cancelled(
         gate.release()
         agent.stop()
         gate.proxy.close()
+
+
+def test_job_whose_insert_fails_is_dropped_by_the_worker_that_has_it(tmp_path):
+    """A new job goes to the scheduler while its insert commits (head.c,
+    submit_early), so a worker may have it before the store refuses it (here:
+    the data directory's disk is full). Then the client gets 503, the job is
+    nowhere, the worker cannot report it and is told to drop it, and its slot
+    is free for the next job. The commit and the dispatcher race: every try
+    checks what must hold whichever won, until a try where the worker got the
+    job first (bounded)."""
+    fs = Tmpfs(tmp_path / "mnt", size_mb=16)
+    why = fs.mount()
+    if why:
+        pytest.skip(f"cannot mount a tmpfs here: {why}")
+    head = Head(os.path.join(fs.path, "data"), config_text=HEAD_CONFIG)
+    head.log_path = str(tmp_path / "gpuqd.log")  # the log must not need the full disk
+    try:
+        head.start()
+        c = head.client(head.add_tenant("acme"))
+        w = FakeWorker(head, head.add_worker_token(), "gpu-a").start()
+        worker_first = 0
+        for tries in range(1, 31):
+            polled = {}
+            poll = threading.Thread(target=lambda: polled.update(r=w.c.get(
+                f"/v1/agent/assignments?worker_id={w.id}&wait=2&early=1")))
+            poll.start()
+            fs.fill()
+            r = c.post("/v1/jobs", JOB)
+            poll.join(10)
+            assert not poll.is_alive()
+            assert r.status == 503, r
+            if polled["r"].status == 200:
+                body = polled["r"].json()
+                a = body["assignments"][0]
+                worker_first += 1
+                assert c.get(f"/v1/jobs/{a['job_id']}").status == 404
+                res = complete(w, a, body["epoch"])
+                assert res.status == 404 and res.json()["error"]["code"] == "not_found", res
+                hb = w.heartbeat(running=[(a["job_id"], a["attempt"])])
+                assert hb.status == 200, hb
+                assert {"job_id": a["job_id"], "attempt": a["attempt"]} in hb.json()["cancel"], hb
+            else:
+                assert polled["r"].status == 204, polled["r"]
+            fs.free()
+            wait_until(lambda: Client(head.url).get("/readyz").status == 200, 20,
+                       "/readyz 200 once space is free")
+            # Nothing of the refused job holds the worker's one slot.
+            job = submit(c, JOB)
+            a = wait_until(lambda: w.poll(wait=2), 20, "the next job assigned")
+            assert a["job_id"] == job["id"], (a, job)
+            assert w.complete(a).status == 200
+            if worker_first:
+                break
+        print(f"the worker had the refused job first on try {tries}")
+        assert worker_first, "in 30 tries the store always refused the job before the worker had it"
+        listed = c.get("/v1/jobs?limit=100").json()
+        assert all(j["state"] == "succeeded" for j in listed["jobs"]), listed
+    finally:
+        head.stop()
+        fs.umount()
