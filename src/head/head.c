@@ -333,11 +333,19 @@ static void submit_done(struct commit_op *op, int rc)
  * (submit_unwind) its worker is told to drop it and the head no longer knows
  * it, so its outcome is refused. A crash before the insert is durable loses
  * only a job nobody was answered for; its outcome, from an earlier boot, is
- * refused by the epoch fence. Not while the store is failing (the job would
- * run for nothing), nor for a job naming uploads (its link may fail alone). */
+ * refused by the epoch fence.
+ *
+ * Only while the committer is idle: then the insert's fsync is the whole
+ * wait, and the job runs during it. Under load a commit is always running,
+ * and jobs reach the dispatcher a committed batch at a time, which places
+ * and hands them out in fewer rounds and polls: early, each submit cost the
+ * dispatcher a round, and 48 connections' jobs/s fell 4-25% (bench/peers/
+ * e2e-cpu). Not while the store is failing (the job would run for nothing),
+ * nor for a job naming uploads (its link may fail alone). */
 static bool submit_early(struct head *h, const struct job_rec *rec)
 {
-    return committer_healthy(h->committer) && !inputs_named(rec->params_json);
+    return committer_idle(h->committer) && committer_healthy(h->committer) &&
+           !inputs_named(rec->params_json);
 }
 
 void head_submit(struct head *h, struct job_rec *rec, head_done_fn done, void *arg)

@@ -20,6 +20,7 @@ struct committer {
     pthread_mutex_t lock;
     pthread_cond_t work;   /* signalled when ops arrive or on stop */
     bool idle;             /* the thread waits on work */
+    atomic_bool idle_seen; /* idle, mirrored for lock-free reads (committer_idle) */
     struct commit_op *head, *tail;
     int eager;             /* queued ops that are not lazy */
     int64_t lazy_due_ns;   /* earliest due time of the queued lazy ops; 0: none */
@@ -161,12 +162,18 @@ static struct timespec mono_timespec(int64_t ns)
 }
 
 /* Waits for work, lock held. False when it is time to probe instead. */
+static void set_idle(struct committer *c, bool idle)
+{
+    c->idle = idle;
+    atomic_store_explicit(&c->idle_seen, idle, memory_order_relaxed);
+}
+
 static bool wait_for_work(struct committer *c)
 {
     struct timespec until;
     bool timed = false;
     while (!c->stopping && !(c->head && work_due(c))) {
-        c->idle = true;
+        set_idle(c, true);
         if (c->head) {
             /* Only lazy ops, not due yet: sleep until the first is (or an op comes). */
             struct timespec due = mono_timespec(c->lazy_due_ns);
@@ -182,11 +189,11 @@ static bool wait_for_work(struct committer *c)
             }
             if (pthread_cond_timedwait(&c->work, &c->lock, &until) != 0 && !c->head &&
                 !c->stopping) {
-                c->idle = false;
+                set_idle(c, false);
                 return false;
             }
         }
-        c->idle = false;
+        set_idle(c, false);
     }
     return true;
 }
@@ -318,6 +325,11 @@ void committer_get_stats(struct committer *c, struct committer_stats *out)
     pthread_mutex_lock(&c->lock);
     *out = c->stats;
     pthread_mutex_unlock(&c->lock);
+}
+
+bool committer_idle(struct committer *c)
+{
+    return atomic_load_explicit(&c->idle_seen, memory_order_relaxed);
 }
 
 bool committer_healthy(struct committer *c)

@@ -77,6 +77,10 @@ void committer_get_stats(struct committer *c, struct committer_stats *out);
  * committed (or failed) in ns, fsync included. Set it before the first submit. */
 typedef void (*committer_observe_fn)(void *arg, int n, int64_t ns);
 void committer_set_observer(struct committer *c, committer_observe_fn fn, void *arg);
+/* True while the committer thread waits for work: nothing it must commit now
+ * is queued, so an op submitted now starts a transaction at once (lock-free;
+ * any thread; a hint, already old when read). */
+bool committer_idle(struct committer *c);
 /* True unless the last batch or probe failed (lock-free; any thread). */
 bool committer_healthy(struct committer *c);
 
