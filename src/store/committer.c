@@ -161,13 +161,13 @@ static struct timespec mono_timespec(int64_t ns)
     return ts;
 }
 
-/* Waits for work, lock held. False when it is time to probe instead. */
 static void set_idle(struct committer *c, bool idle)
 {
     c->idle = idle;
     atomic_store_explicit(&c->idle_seen, idle, memory_order_relaxed);
 }
 
+/* Waits for work, lock held. False when it is time to probe instead. */
 static bool wait_for_work(struct committer *c)
 {
     struct timespec until;
@@ -241,6 +241,7 @@ struct committer *committer_create(struct store *s)
     c->store = s;
     c->stats.healthy = true;
     atomic_init(&c->healthy, true);
+    atomic_init(&c->idle_seen, false);
     pthread_mutex_init(&c->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

@@ -1,14 +1,16 @@
 /* test_committer.c: lazy operations of the group committer (store/committer.h)
  * on a store that only counts: a lazy op rides in the transaction of the next
  * op someone waits on, in queue order; alone it commits once its delay is
- * over; stopping commits it at once. Waits are on the ops' own completions,
- * bounded; the long delays are never waited out. */
+ * over; stopping commits it at once. And when the committer reads as idle.
+ * Waits are on the ops' own completions, bounded; the long delays are never
+ * waited out. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <string.h>
 #include <time.h>
@@ -72,17 +74,22 @@ static void nop_init(struct nop *n, int num)
     sem_init(&n->done_sem, 0, 0);
 }
 
-/* Waits (bounded, 10 s) for n's done; false if it never came. */
-static bool wait_done(struct nop *n)
+/* Waits (bounded, 10 s) for sem; false if it was never posted. */
+static bool sem_wait_10s(sem_t *sem)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_sec += 10;
-    while (sem_timedwait(&n->done_sem, &ts) != 0) {
+    while (sem_timedwait(sem, &ts) != 0)
         if (errno == ETIMEDOUT)
             return false;
-    }
     return true;
+}
+
+/* Waits for n's done; false if it never came. */
+static bool wait_done(struct nop *n)
+{
+    return sem_wait_10s(&n->done_sem);
 }
 
 static struct committer *start(struct fake *f)
@@ -172,6 +179,63 @@ static void stopping_commits_lazy_ops_at_once(void **state)
     assert_int_equal(f.commits, 1);
 }
 
+/* An op whose apply posts `entered`, then holds the committer thread until
+ * the test posts `gate`. */
+struct gated {
+    struct nop n;
+    sem_t entered, gate;
+};
+
+static int gated_apply(struct store *s, struct commit_op *op)
+{
+    struct gated *g = (struct gated *)op;
+    sem_post(&g->entered);
+    sem_wait(&g->gate);
+    return nop_apply(s, op);
+}
+
+/* Polls committer_idle until it reads `want` (bounded, 10 s). */
+static bool idle_becomes(struct committer *c, bool want)
+{
+    int64_t until = clock_mono_ns() + 10 * NS_PER_S;
+    while (committer_idle(c) != want)
+        if (clock_mono_ns() > until)
+            return false;
+        else
+            sched_yield();
+    return true;
+}
+
+/* committer_idle, which the head reads to hand a job to the dispatcher while
+ * its insert commits: true while the thread waits (even with a lazy op not
+ * yet due), false while a transaction runs. */
+static void idle_only_while_nothing_is_to_commit(void **state)
+{
+    (void)state;
+    struct fake f;
+    struct committer *c = start(&f);
+    assert_true(idle_becomes(c, true));
+    struct gated g;
+    nop_init(&g.n, 1);
+    g.n.op.apply = gated_apply;
+    sem_init(&g.entered, 0, 0);
+    sem_init(&g.gate, 0, 0);
+    committer_submit(c, &g.n.op);
+    assert_true(sem_wait_10s(&g.entered));
+    assert_false(committer_idle(c)); /* in the transaction, until the gate opens */
+    sem_post(&g.gate);
+    assert_true(wait_done(&g.n));
+    assert_true(idle_becomes(c, true));
+    struct nop lazy;
+    nop_init(&lazy, 2);
+    committer_submit_lazy(c, &lazy.op, LONG_NS);
+    assert_true(idle_becomes(c, true));
+    assert_int_equal(f.commits, 1);
+    committer_destroy(c);
+    assert_true(wait_done(&lazy));
+    assert_int_equal(f.commits, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -179,6 +243,7 @@ int main(void)
         cmocka_unit_test(lazy_alone_commits_after_its_delay),
         cmocka_unit_test(lazy_ops_keep_their_order_after_a_commit),
         cmocka_unit_test(stopping_commits_lazy_ops_at_once),
+        cmocka_unit_test(idle_only_while_nothing_is_to_commit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
