@@ -387,6 +387,8 @@ def test_job_whose_insert_fails_is_dropped_by_the_worker_that_has_it(tmp_path):
         w = FakeWorker(head, head.add_worker_token(), "gpu-a").start()
         worker_first = 0
         for tries in range(1, 31):
+            # Heartbeats keep the fake worker registered (ttl 5 s) across tries.
+            assert w.heartbeat().status == 200
             polled = {}
             poll = threading.Thread(target=lambda: polled.update(r=w.c.get(
                 f"/v1/agent/assignments?worker_id={w.id}&wait=2&early=1")))
@@ -411,6 +413,7 @@ def test_job_whose_insert_fails_is_dropped_by_the_worker_that_has_it(tmp_path):
             fs.free()
             wait_until(lambda: Client(head.url).get("/readyz").status == 200, 20,
                        "/readyz 200 once space is free")
+            assert w.heartbeat().status == 200
             # Nothing of the refused job holds the worker's one slot.
             job = submit(c, JOB)
             a = wait_until(lambda: w.poll(wait=2), 20, "the next job assigned")
