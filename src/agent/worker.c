@@ -433,7 +433,8 @@ static void spawn_runtime(struct worker *w)
 
 /* The runtime is gone or must go: kill it, fail what it was doing with cls,
  * forget its VRAM, and schedule a restart with backoff. Jobs it had not been
- * given stay held and run on the restarted runtime. what: "died", "hung and
+ * given stay held and run on the restarted runtime, unless it was lost twice
+ * in a row (then they go back to the head too). what: "died", "hung and
  * was killed" … for the jobs' error message. */
 static void runtime_lost(struct worker *w, const char *cls, const char *why)
 {
@@ -456,8 +457,18 @@ static void runtime_lost_as(struct worker *w, const char *cls, const char *what,
     w->restart_at_ns = clock_mono_ns() + delay * NS_PER_MS;
     w->load_rid[0] = '\0';
     w->ping_sent_ns = 0;
-    char msg[300];
+    /* Out of the ready state first: the slots freed below must not let the
+     * poller ask for work while the runtime is down. */
+    if (w->state == WS_READY)
+        set_state(w, WS_WARMING);
+    /* Lost again with no job done since the last loss, the runtime may not
+     * come back: the jobs it was never given go back to the head as well, to
+     * run elsewhere, instead of waiting on its restarts (a poll answered just
+     * as it died can still hand it one). */
+    bool hand_back = w->failures >= 2;
+    char msg[300], never[340];
     snprintf(msg, sizeof msg, "runtime on %s %s: %s", w->id, what, why);
+    snprintf(never, sizeof never, "%s (again; the job had not started)", msg);
     for (int i = 0; i < WORKER_MAX_JOBS; i++) {
         struct job *j = &w->jobs[i];
         if (!j->used)
@@ -467,6 +478,8 @@ static void runtime_lost_as(struct worker *w, const char *cls, const char *what,
         } else if (j->phase != JOB_NEW) {
             j->phase = JOB_NEW; /* it no longer holds a model */
             job_fail(w, j, cls, msg);
+        } else if (hand_back) {
+            job_fail(w, j, cls, never);
         }
     }
     pthread_mutex_lock(&w->mu);
@@ -474,8 +487,6 @@ static void runtime_lost_as(struct worker *w, const char *cls, const char *what,
     w->runtime_restarts++;
     w->failures_seen = w->failures;
     pthread_mutex_unlock(&w->mu);
-    if (w->state == WS_READY)
-        set_state(w, WS_WARMING);
 }
 
 /* --- VRAM and running ------------------------------------------------------ */
