@@ -19,8 +19,7 @@ struct committer {
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t work;   /* signalled when ops arrive or on stop */
-    bool idle;             /* the thread waits on work */
-    atomic_bool idle_seen; /* idle, mirrored for lock-free reads (committer_idle) */
+    atomic_bool idle;      /* the thread waits on work (written under lock; read lock-free too) */
     struct commit_op *head, *tail;
     int eager;             /* queued ops that are not lazy */
     int64_t lazy_due_ns;   /* earliest due time of the queued lazy ops; 0: none */
@@ -161,19 +160,13 @@ static struct timespec mono_timespec(int64_t ns)
     return ts;
 }
 
-static void set_idle(struct committer *c, bool idle)
-{
-    c->idle = idle;
-    atomic_store_explicit(&c->idle_seen, idle, memory_order_relaxed);
-}
-
 /* Waits for work, lock held. False when it is time to probe instead. */
 static bool wait_for_work(struct committer *c)
 {
     struct timespec until;
     bool timed = false;
     while (!c->stopping && !(c->head && work_due(c))) {
-        set_idle(c, true);
+        c->idle = true;
         if (c->head) {
             /* Only lazy ops, not due yet: sleep until the first is (or an op comes). */
             struct timespec due = mono_timespec(c->lazy_due_ns);
@@ -189,11 +182,11 @@ static bool wait_for_work(struct committer *c)
             }
             if (pthread_cond_timedwait(&c->work, &c->lock, &until) != 0 && !c->head &&
                 !c->stopping) {
-                set_idle(c, false);
+                c->idle = false;
                 return false;
             }
         }
-        set_idle(c, false);
+        c->idle = false;
     }
     return true;
 }
@@ -241,7 +234,7 @@ struct committer *committer_create(struct store *s)
     c->store = s;
     c->stats.healthy = true;
     atomic_init(&c->healthy, true);
-    atomic_init(&c->idle_seen, false);
+    atomic_init(&c->idle, false);
     pthread_mutex_init(&c->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -330,7 +323,7 @@ void committer_get_stats(struct committer *c, struct committer_stats *out)
 
 bool committer_idle(struct committer *c)
 {
-    return atomic_load_explicit(&c->idle_seen, memory_order_relaxed);
+    return atomic_load_explicit(&c->idle, memory_order_relaxed);
 }
 
 bool committer_healthy(struct committer *c)
