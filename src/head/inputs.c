@@ -74,18 +74,19 @@ void inputs_upload(struct head *h, int64_t tenant_id, const char *content_type,
     committer_submit(h->committer, &u->op);
 }
 
-/* params.inputs of a normalized params document (NULL if none). Caller decrefs root.
- * Most jobs name no inputs, and parsing the document twice per submit (the
- * check, then the link in the commit) was a sixth of gpuqd's instructions per
- * submit. The document is json_parse_job's compact dump, where a key
- * "inputs" at any depth reads "inputs": verbatim (the encoder escapes no
- * ASCII letter), so a document without that text has none and is not parsed;
- * one with it (even inside a string) is parsed as before. */
+/* The document is json_parse_job's compact dump, where a key "inputs" at any
+ * depth reads "inputs": verbatim (the encoder escapes no ASCII letter), so a
+ * document without that text names no uploads; one with it (even inside a
+ * string) may. */
 bool inputs_named(const char *params_json)
 {
     return params_json && strstr(params_json, "\"inputs\":");
 }
 
+/* params.inputs of a normalized params document (NULL if none). Caller decrefs root.
+ * Most jobs name no inputs, and parsing the document twice per submit (the
+ * check, then the link in the commit) was a sixth of gpuqd's instructions per
+ * submit: a document that inputs_named says names none is not parsed. */
 static json_t *params_inputs(const char *params_json, json_t **root)
 {
     *root = NULL;
