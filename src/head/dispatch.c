@@ -352,9 +352,10 @@ static void assign_done(struct commit_op *op, int rc)
             jobs_changed(h->jobs, j);
         jobs_unlock(h->jobs);
         admission_job_state(h->admission, a->rec.id, JOB_RUNNING);
-        trace_assigned(a->rec.id, a->rec.lc.worker, a->rec.lc.attempt);
-        if (a->poller)
+        if (a->poller) {
+            trace_assigned(a->rec.id, a->rec.lc.worker, a->rec.lc.attempt, clock_wall_ms());
             poller_finish(a->poller, 0, &a->rec, 1);
+        }
     }
     job_rec_free_fields(&a->rec);
     free(a);
@@ -397,7 +398,10 @@ static bool assign(struct dispatcher *d, struct poller *p, uint64_t job_id, stru
              * outcomes, from an earlier boot, are refused (lc_fence_epoch).
              * Answered before the op is queued and under the table lock (or,
              * several to one poll, from copies after it is queued), so no
-             * outcome of it can reach the committer ahead of it. */
+             * outcome of it can reach the committer ahead of it. Traced now,
+             * in its place among the job's steps: the commit may come after
+             * the job's own result. */
+            trace_assigned(j->rec.id, p->worker_id, j->rec.lc.attempt, now.wall_ms);
             if (copy)
                 job_rec_copy(copy, &a->rec);
             else
@@ -871,6 +875,7 @@ struct dispatcher *dispatcher_create(struct head *h)
         log_error(MOD, "cannot start the dispatcher thread");
         abort();
     }
+    pthread_setname_np(d->thread, "dispatcher");
     return d;
 }
 

@@ -464,13 +464,12 @@ void trace_placed(uint64_t id, const char *worker, const struct sched_explain *w
     pthread_mutex_unlock(&T.lock);
 }
 
-void trace_assigned(uint64_t id, const char *worker, int attempt)
+void trace_assigned(uint64_t id, const char *worker, int attempt, int64_t at_ms)
 {
-    int64_t now = clock_wall_ms();
     WITH_TRACE(id, true, t)
     {
         struct buf b;
-        step_start(&b, now, "assigned");
+        step_start(&b, at_ms, "assigned");
         put_str(&b, "worker", worker);
         buf_printf(&b, ",\"attempt\":%d", attempt);
         append(t, &b, false);

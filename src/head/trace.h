@@ -46,8 +46,9 @@ void trace_candidates_json(struct buf *b, const struct sched_explain *why);
  * candidates, cands being trace_candidates_json's text for why. */
 void trace_placed(uint64_t id, const char *worker, const struct sched_explain *why,
                   const char *cands, size_t cands_len);
-/* Attempt n handed to worker (durable). */
-void trace_assigned(uint64_t id, const char *worker, int attempt);
+/* Attempt n handed to worker at at_ms (wall): when its poll is answered,
+ * which for an early poll comes before the assignment is durable. */
+void trace_assigned(uint64_t id, const char *worker, int attempt, int64_t at_ms);
 /* A progress report: phase changes (loading, generating) and every quarter. */
 void trace_progress(uint64_t id, int attempt, enum job_phase old_phase, double old_progress,
                     enum job_phase phase, double progress);

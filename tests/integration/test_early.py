@@ -18,6 +18,7 @@ import pytest
 from faultkit import Tmpfs
 from gpuq_harness import SLOW, Client, FakeWorker, Head, tiny_png, wait_until
 from test_agent import HEAD_CONFIG, Agent, Proxy, submit, wait_job
+from test_trace import step, without_admitted
 
 JOB = {"capability": "image.fast", "params": {"prompt": "a fox", "sim_ms": 0}}
 
@@ -171,6 +172,28 @@ def test_wait_until_end_answers_once_with_the_outcome(head_factory):
     assert r.status == 200 and r.json()["state"] == "succeeded"
     r = c.get(f"/v1/jobs/{job['id']}?wait=1&until=change")
     assert r.status == 400 and r.json()["error"]["field"] == "until", r
+
+
+def test_early_assignment_is_traced_where_the_worker_got_it(head_factory):
+    """The trace's assigned step is when the poll was answered, in its place
+    before the job's started step, even when the assignment's commit comes
+    later, carried by the job's own result."""
+    head = head_factory(HEAD_CONFIG)
+    c = head.client(head.add_tenant("acme"))
+    w = FakeWorker(head, head.add_worker_token()).start()
+    job = submit(c, JOB)
+    epoch, a = poll_early(w)
+    r = w.c.post(f"/v1/agent/jobs/{a['job_id']}/progress?epoch={epoch}", {
+        "protocol": 1, "worker_id": w.id, "attempt": a["attempt"], "phase": "generating",
+        "progress": 0.5})
+    assert r.status == 200, r
+    assert complete(w, a, epoch).status == 200
+    t = c.get(f"/v1/jobs/{job['id']}/trace").json()
+    assert without_admitted(t) == ["accepted", "queued", "placed", "assigned", "started",
+                                   "finished"], t
+    got = c.get(f"/v1/jobs/{job['id']}").json()
+    assert step(t, "assigned")["at_ms"] == got["started_ms"], (t, got)
+    assert step(t, "assigned")["worker"] == w.id and step(t, "assigned")["attempt"] == 1, t
 
 
 def test_wait_until_end_still_times_out_with_the_job_as_it_is(head_factory):
