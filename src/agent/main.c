@@ -208,6 +208,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpuq-agent: cannot start the outbox thread\n");
         return 1;
     }
+    pthread_setname_np(a->outbox_thread, "outbox");
     if (discover(a) != 0) {
         fprintf(stderr, "gpuq-agent: no GPU source\n");
         return 1;
@@ -230,6 +231,7 @@ int main(int argc, char **argv)
             return 1;
         }
     pthread_create(&a->monitor_thread, NULL, monitor_main, a);
+    pthread_setname_np(a->monitor_thread, "monitor");
 
     int signals = 0;
     for (;;) {

@@ -1213,6 +1213,11 @@ int worker_start(struct worker *w)
         return GPUQ_EIO;
     if (pthread_create(&w->poll_thread, NULL, poller_main, w) != 0)
         return GPUQ_EIO;
+    char name[16]; /* the kernel's limit, with the NUL */
+    snprintf(name, sizeof name, "ctl-gpu%d", w->index);
+    pthread_setname_np(w->ctl_thread, name);
+    snprintf(name, sizeof name, "poll-gpu%d", w->index);
+    pthread_setname_np(w->poll_thread, name);
     return 0;
 }
 

@@ -725,6 +725,7 @@ int http_start(const struct http_options *opt, struct http_server **out, char *e
         server_free(srv);
         return GPUQ_EIO;
     }
+    pthread_setname_np(srv->watchdog, "http-watchdog");
     srv->watchdog_started = true;
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_BIND_PORT);
     srv->port = info ? info->port : opt->port;

@@ -74,6 +74,7 @@ struct timers *timers_create(void)
         log_error("timer", "cannot start the timer thread");
         abort();
     }
+    pthread_setname_np(t->thread, "timers");
     return t;
 }
 

@@ -245,6 +245,7 @@ struct committer *committer_create(struct store *s)
         log_error(MOD, "cannot start the committer thread");
         abort();
     }
+    pthread_setname_np(c->thread, "committer");
     return c;
 }
 
