@@ -11,6 +11,9 @@
  *                   submit→succeeded
  *                   latency (one connection = low load) and completed jobs/s
  *                   (many connections = saturation). Needs an agent.
+ *   --mode e2e1     the same with one request a job: POST /v1/jobs?wait=,
+ *                   answered once the job has ended (then GET as above if
+ *                   the wait ran out, or on a head without it).
  *
  * Bounded in count and time: it stops after --duration seconds of measurement
  * (after --warmup) or --max-jobs finished jobs, whichever comes first, and
@@ -40,8 +43,9 @@
 #define MAX_CONNECTIONS 4096
 #define MAX_INPUT (1u << 20)
 #define POLL_WAIT_S 30
+#define POLL_WAIT_S_STR "30"
 
-enum mode { MODE_SUBMIT, MODE_E2E };
+enum mode { MODE_SUBMIT, MODE_E2E, MODE_E2E1 };
 enum op { OP_SUBMIT, OP_POLL };
 
 struct config {
@@ -106,15 +110,21 @@ static int in_window(int64_t t)
     return t >= t_window_start && t < t_window_end;
 }
 
+static const char *mode_name(void)
+{
+    return cfg.mode == MODE_SUBMIT ? "submit" : cfg.mode == MODE_E2E ? "e2e" : "e2e1";
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: gpuq-loadgen --url http://HOST:PORT --key KEY [--mode submit|e2e]\n"
+            "usage: gpuq-loadgen --url http://HOST:PORT --key KEY [--mode submit|e2e|e2e1]\n"
             "         [--connections N] [--duration S] [--warmup S] [--max-jobs N]\n"
             "         [--body JSON] [--kv]\n"
             "  --mode submit   closed-loop submits: durable submits/s, submit latency (default)\n"
             "  --mode e2e      submit, then long-poll until the job ends: submit->succeeded\n"
             "                  latency and completed jobs/s (needs a worker)\n"
+            "  --mode e2e1     as e2e, one request a job: POST /v1/jobs?wait= answers at the end\n"
             "  --connections   keep-alive connections, 1..%d (default 64)\n"
             "  --duration      seconds measured (default 10), after --warmup seconds (default 1)\n"
             "  --max-jobs      stop after this many finished jobs (default: no limit)\n"
@@ -177,8 +187,10 @@ static int parse_args(int argc, char **argv)
                 cfg.mode = MODE_SUBMIT;
             else if (strcmp(v, "e2e") == 0)
                 cfg.mode = MODE_E2E;
+            else if (strcmp(v, "e2e1") == 0)
+                cfg.mode = MODE_E2E1;
             else {
-                fprintf(stderr, "gpuq-loadgen: --mode: submit or e2e, got '%s'\n", v);
+                fprintf(stderr, "gpuq-loadgen: --mode: submit, e2e or e2e1, got '%s'\n", v);
                 return GPUQ_EINVAL;
             }
         } else if (strcmp(a, "--connections") == 0) {
@@ -485,7 +497,7 @@ static void report(double window_s)
     double e50 = (double)lat_pct(&st.e2e_lat, 50) / 1e6;
     double e99 = (double)lat_pct(&st.e2e_lat, 99) / 1e6;
     if (cfg.kv) {
-        printf("mode=%s\nconnections=%d\nwindow_s=%.3f\n", cfg.mode == MODE_E2E ? "e2e" : "submit",
+        printf("mode=%s\nconnections=%d\nwindow_s=%.3f\n", mode_name(),
                cfg.connections, window_s);
         printf("submits_ok=%llu\nsubmits_per_s=%.0f\nsubmit_p50_ms=%.3f\nsubmit_p99_ms=%.3f\n"
                "submit_p999_ms=%.3f\n",
@@ -495,7 +507,7 @@ static void report(double window_s)
                (unsigned long long)st.submits_refused, (unsigned long long)st.refused_429,
                (unsigned long long)st.errors, (unsigned long long)st.reconnects,
                (unsigned long long)st.refused_conns);
-        if (cfg.mode == MODE_E2E)
+        if (cfg.mode != MODE_SUBMIT)
             printf("jobs_succeeded=%llu\njobs_failed=%llu\njobs_per_s=%.0f\ne2e_p50_ms=%.3f\n"
                    "e2e_p99_ms=%.3f\n",
                    (unsigned long long)st.jobs_succeeded, (unsigned long long)st.jobs_failed,
@@ -505,11 +517,11 @@ static void report(double window_s)
         return;
     }
     printf("gpuq-loadgen: mode %s, %d connections, %.1f s measured\n",
-           cfg.mode == MODE_E2E ? "e2e" : "submit", cfg.connections, window_s);
+           mode_name(), cfg.connections, window_s);
     printf("  durable submits      %llu (%.0f/s)\n", (unsigned long long)st.submits_ok,
            submit_rate);
     printf("  submit latency       p50 %.3f ms, p99 %.3f ms, p99.9 %.3f ms\n", s50, s99, s999);
-    if (cfg.mode == MODE_E2E) {
+    if (cfg.mode != MODE_SUBMIT) {
         printf("  jobs succeeded       %llu (%.0f/s), failed %llu\n",
                (unsigned long long)st.jobs_succeeded, done_rate,
                (unsigned long long)st.jobs_failed);
@@ -539,9 +551,9 @@ int main(int argc, char **argv)
     struct buf head;
     buf_init(&head);
     buf_printf(&head,
-               "POST /v1/jobs HTTP/1.1\r\nHost: %s:%s\r\nAuthorization: Bearer %s\r\n"
+               "POST /v1/jobs%s HTTP/1.1\r\nHost: %s:%s\r\nAuthorization: Bearer %s\r\n"
                "Content-Type: application/json\r\n",
-               cfg.host, cfg.port, cfg.key);
+               cfg.mode == MODE_E2E1 ? "?wait=" POLL_WAIT_S_STR : "", cfg.host, cfg.port, cfg.key);
     submit_head = buf_steal(&head);
     lat_init(&st.submit_lat);
     lat_init(&st.e2e_lat);

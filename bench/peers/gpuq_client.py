@@ -12,6 +12,12 @@ Two clients of the same public HTTP/1.1 API, picked by GPUQ_PEER_CLIENT:
            as lean as the shared bstalk.py is for beanstalkd's text protocol;
   httplib  Python's http.client and json for every answer (what a user
            would write first; its header parsing dominates the client's CPU).
+
+In the latency phase (one job at a time, each waited for) both submit with
+POST /v1/jobs?wait=30, which answers once the job has ended: one request a
+job, as a user who wants the outcome would send. GPUQ_PEER_ONE_REQUEST=0
+submits without it and long-polls with GET, as the throughput phases always
+do (they submit many before waiting for any).
 """
 import http.client
 import json
@@ -102,6 +108,9 @@ class GpuqBase(peers_client.Adapter):
         with open(os.path.join(datadir, "admin.key")) as f:
             self.admin = f.read().strip()
         self.port = a.port
+        self.one = getattr(a, "phase", "") == "latency" and os.environ.get("GPUQ_PEER_ONE_REQUEST", "1") != "0"
+        self.submit_path = "/v1/jobs?wait=30" if self.one else "/v1/jobs"
+        self.ended = {}  # handle -> state its submit's answer showed (one request)
 
     def wait_ready(self, expected, deadline):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
@@ -136,6 +145,11 @@ class GpuqBase(peers_client.Adapter):
     def wait(self, handle, timeout):
         """Long-polls until the job ends (True when it succeeded) or timeout
         runs out (False); each client asks with its own state()."""
+        state = self.ended.pop(handle, None)
+        if state == "succeeded":
+            return True
+        if state in ("failed", "cancelled"):
+            raise RuntimeError("job %s %s" % (handle, state))
         end = time.perf_counter() + timeout
         while True:
             left = end - time.perf_counter()
@@ -153,7 +167,7 @@ class GpuqLean(GpuqBase):
         super().__init__(a)
         self.key = self.add_tenant()
         self.http = LeanHttp(a.port)
-        self.submit_req = LeanHttp.request("POST", "/v1/jobs", self.key,
+        self.submit_req = LeanHttp.request("POST", self.submit_path, self.key,
                                            json.dumps(JOB).encode())
         self.waits = {}
 
@@ -161,7 +175,10 @@ class GpuqLean(GpuqBase):
         status, body = self.http.exchange(self.submit_req)
         if status != 201:
             raise RuntimeError("submit: %d %r" % (status, body[:200]))
-        return field(body, b"id").decode()
+        handle = field(body, b"id").decode()
+        if self.one:
+            self.ended[handle] = field(body, b"state").decode()
+        return handle
 
     def state(self, handle, w):
         req = self.waits.get(w)
@@ -192,9 +209,11 @@ class GpuqHttplib(GpuqBase):
         return r.status, (json.loads(payload) if payload else None)
 
     def submit(self, i):
-        status, job = self.call("POST", "/v1/jobs", self.body)
+        status, job = self.call("POST", self.submit_path, self.body)
         if status != 201:
             raise RuntimeError("submit: %d %r" % (status, job))
+        if self.one:
+            self.ended[job["id"]] = job["state"]
         return job["id"]
 
     def state(self, handle, w):

@@ -26,7 +26,9 @@ Flags of this wrapper (the rest go to the shared bench.py):
 
 Environment: GPUQ_BUILD (default <repo>/build), PEERS_DIR (default
 <repo>/../shared/peers), PEERS_RESULTS (default $TMPDIR/gpuq-peers-results),
-GPUQ_PEER_CLIENT (lean, the default, or httplib: see gpuq_client.py).
+GPUQ_PEER_CLIENT (lean, the default, or httplib: see gpuq_client.py),
+GPUQ_PEER_ONE_REQUEST (1, the default: the latency phase submits with
+POST /v1/jobs?wait=, one request a job; 0: submit, then GET until the end).
 """
 import argparse
 import http.client

@@ -247,6 +247,9 @@ static bool job_scope(struct ctx *c, int64_t *tenant_id)
 
 /* An answer that comes later (a commit, a long-poll): what the finishing
  * callback needs to render it on the event-loop thread. */
+struct long_poll;
+static void long_poll_unref(struct long_poll *p);
+
 struct later {
     struct head *h;
     struct http_req *req;
@@ -258,6 +261,7 @@ struct later {
     struct admin_answer admin; /* tenant / worker-token adds; its secret wiped at free */
     struct buf body;       /* pre-rendered answer (agent polls) */
     char worker[SCHED_NAME_MAX]; /* the polling agent's worker_id (its 404) */
+    struct long_poll *poll; /* a job's long-poll, answered through this (one ref) */
 };
 
 static struct later *later_new(struct ctx *c)
@@ -275,6 +279,8 @@ static void later_free(struct later *l)
     memset(l->admin.secret, 0, sizeof l->admin.secret);
     job_rec_free_fields(&l->job);
     buf_fini(&l->body);
+    if (l->poll)
+        long_poll_unref(l->poll);
     free(l);
 }
 
@@ -288,12 +294,99 @@ static void later_ctx(struct later *l, struct http_resp *resp, struct ctx *c)
     c->who = l->who;
 }
 
-/* head_done_fn: keep the answer, wake the connection. */
+/* GET /v1/jobs/{id}?wait=S[&until=end]: a long-poll on a suspended
+ * connection. Whichever comes first — the job's watcher firing or the timer —
+ * answers (the won flag); the struct lives until both the timer and the
+ * connection are done with it. until=end: the watcher fires only when the job
+ * ends (struct job_watch), so a client waiting for the outcome sends one
+ * request, answered as soon as the outcome is durable. */
+struct long_poll {
+    struct job_watch w;    /* first: fire gets it */
+    struct later *l;       /* l->id: the job */
+    int64_t tenant_id;
+    long long wait_s;
+    atomic_bool won;
+    atomic_int refs;       /* the connection's (l->poll) + the timer's */
+};
+
+static void long_poll_unref(struct long_poll *p)
+{
+    if (atomic_fetch_sub(&p->refs, 1) == 1)
+        free(p);
+}
+
+static void long_poll_fire(struct job_watch *w, struct hjob *j)
+{
+    struct long_poll *p = (struct long_poll *)w;
+    if (atomic_exchange(&p->won, true))
+        return;
+    head_job_copy(j, &p->l->job, NULL);
+    http_resume(p->l->req);
+}
+
+static void long_poll_timeout(void *arg)
+{
+    struct long_poll *p = arg;
+    if (!atomic_exchange(&p->won, true)) {
+        head_unwatch(p->l->h, p->l->id, &p->w);
+        p->l->rc = head_get(p->l->h, p->tenant_id, p->l->id, NULL, &p->l->job);
+        http_resume(p->l->req);
+    }
+    long_poll_unref(p);
+}
+
+static struct long_poll *long_poll_new(struct later *l, int64_t tenant_id, bool until_end,
+                                       long long wait_s)
+{
+    struct long_poll *p = xcalloc(1, sizeof *p);
+    p->l = l;
+    p->tenant_id = tenant_id;
+    p->wait_s = wait_s;
+    p->w.fire = long_poll_fire;
+    p->w.until_end = until_end;
+    atomic_init(&p->refs, 2);
+    return p;
+}
+
+/* Watches l->id (changed since version; 0: its end only, or any change, as
+ * p->w.until_end says) for up to p->wait_s; answers now if it has changed
+ * or is gone. The connection is deferred; no lock held. */
+static void long_poll_arm(struct long_poll *p, uint64_t version)
+{
+    struct later *l = p->l;
+    bool watching;
+    struct job_rec now;
+    int rc = head_watch(l->h, p->tenant_id, l->id, version, &p->w, &watching, &now, NULL);
+    if (rc || !watching) { /* it changed already, or is gone: answer now */
+        l->rc = rc;
+        if (!rc) {
+            job_rec_free_fields(&l->job);
+            l->job = now;
+        }
+        atomic_store(&p->won, true);
+        long_poll_unref(p); /* no timer */
+        http_resume(l->req);
+        return;
+    }
+    job_rec_free_fields(&now); /* the watcher copies the job as it will be */
+    timers_add(l->h->timers, clock_mono_ns() + p->wait_s * NS_PER_S, long_poll_timeout, p);
+}
+
+/* head_done_fn: keep the answer, wake the connection. A submit that waits
+ * for its job's end (POST /v1/jobs?wait=S) watches the job instead, now that
+ * it is durable, and is answered by the watch. */
 static void later_done(void *arg, int rc, struct job_rec *job, bool flag)
 {
     struct later *l = arg;
     l->rc = rc;
     l->flag = flag;
+    if (l->poll && !rc && job) {
+        l->id = job->id;
+        long_poll_arm(l->poll, 0);
+        return;
+    }
+    free(l->poll); /* not armed: nothing else holds it */
+    l->poll = NULL;
     if (job) { /* taken: the caller's record keeps nothing it would free */
         l->job = *job;
         job->params_json = NULL;
@@ -317,6 +410,8 @@ static void submit_finish(void *arg, struct http_resp *resp)
     else if (l->rc)
         fail_store(&c, l->rc);
     else {
+        if (l->poll)
+            head_job_annotate(l->h, &l->job);
         render_job(&c, l->flag ? 200 : 201, &l->job);
         http_resp_header(resp, "Location", "/v1/jobs/%llu", (unsigned long long)l->job.id);
     }
@@ -345,6 +440,9 @@ static void post_job(struct ctx *c)
     const char *body = http_body(c->req, &len);
     struct job_rec rec;
     struct api_error err;
+    long long wait = 0;
+    if (!query_int(c, "wait", 0, c->h->cfg.max_wait_s, &wait))
+        return;
     if (json_parse_job(body, len, &c->h->cfg, &c->who.tenant, http_header(c->req, "Idempotency-Key"),
                        clock_wall_ms(), &rec, &err)) {
         fail_api(c, &err);
@@ -375,8 +473,10 @@ static void post_job(struct ctx *c)
         return;
     }
     struct later *l = later_new(c);
+    if (wait > 0)
+        l->poll = long_poll_new(l, rec.tenant_id, true, wait);
     http_defer(c->req, submit_finish, l);
-    head_submit(c->h, &rec, later_done, l);
+    head_submit(c->h, &rec, wait > 0, later_done, l);
     job_rec_free_fields(&rec);
 }
 
@@ -395,57 +495,15 @@ static void job_answer(struct ctx *c, int rc, uint64_t id, const struct job_rec 
         render_job(c, 200, j);
 }
 
-/* GET /v1/jobs/{id}?wait=S[&until=end]: a long-poll on a suspended
- * connection. Whichever comes first — the job's watcher firing or the timer —
- * answers (the won flag); the struct lives until both the timer and the
- * connection are done with it. until=end: the watcher fires only when the job
- * ends (struct job_watch), so a client waiting for the outcome sends one
- * request, answered as soon as the outcome is durable. */
-struct long_poll {
-    struct job_watch w;    /* first: fire gets it */
-    struct later *l;       /* l->id: the job */
-    int64_t tenant_id;
-    atomic_bool won;
-    atomic_int refs;       /* the connection's + the timer's */
-};
-
-static void long_poll_unref(struct long_poll *p)
-{
-    if (atomic_fetch_sub(&p->refs, 1) == 1)
-        free(p);
-}
-
-static void long_poll_fire(struct job_watch *w, struct hjob *j)
-{
-    struct long_poll *p = (struct long_poll *)w;
-    if (atomic_exchange(&p->won, true))
-        return;
-    head_job_copy(j, &p->l->job, NULL);
-    http_resume(p->l->req);
-}
-
-static void long_poll_timeout(void *arg)
-{
-    struct long_poll *p = arg;
-    if (!atomic_exchange(&p->won, true)) {
-        head_unwatch(p->l->h, p->l->id, &p->w);
-        p->l->rc = head_get(p->l->h, p->tenant_id, p->l->id, NULL, &p->l->job);
-        http_resume(p->l->req);
-    }
-    long_poll_unref(p);
-}
-
 static void long_poll_finish(void *arg, struct http_resp *resp)
 {
-    struct long_poll *p = arg;
-    struct later *l = p->l;
+    struct later *l = arg;
     struct ctx c;
     later_ctx(l, resp, &c);
     if (!l->rc)
         head_job_annotate(l->h, &l->job);
     job_answer(&c, l->rc, l->id, &l->job);
     later_free(l);
-    long_poll_unref(p);
 }
 
 static void get_job(struct ctx *c)
@@ -474,30 +532,13 @@ static void get_job(struct ctx *c)
         return;
     }
     job_rec_free_fields(&j);
-    struct long_poll *p = xcalloc(1, sizeof *p);
-    p->l = later_new(c);
-    p->l->id = id;
-    p->tenant_id = tenant;
-    p->w.fire = long_poll_fire;
-    p->w.until_end = until != NULL;
-    atomic_init(&p->refs, 2);
-    http_defer(c->req, long_poll_finish, p);
-    bool watching;
-    struct job_rec now;
+    struct later *l = later_new(c);
+    l->id = id;
+    l->poll = long_poll_new(l, tenant, until != NULL, wait);
+    http_defer(c->req, long_poll_finish, l);
     /* until=end: a change since head_get does not matter, only an end (which
      * head_watch sees under the table lock). */
-    rc = head_watch(c->h, tenant, id, until ? 0 : version, &p->w, &watching, &now, NULL);
-    if (rc || !watching) { /* it changed already, or is gone: answer now */
-        p->l->rc = rc;
-        if (!rc)
-            p->l->job = now;
-        atomic_store(&p->won, true);
-        long_poll_unref(p); /* no timer */
-        http_resume(c->req);
-        return;
-    }
-    job_rec_free_fields(&now); /* the watcher copies the job as it will be */
-    timers_add(c->h->timers, clock_mono_ns() + wait * NS_PER_S, long_poll_timeout, p);
+    long_poll_arm(l->poll, until ? 0 : version);
 }
 
 static void change_finish(void *arg, struct http_resp *resp)

@@ -30,11 +30,6 @@
 /* The loop runs at least every tick; later than two ticks means the process
  * stood still (or could not run), and the time beyond that is forgiven. */
 #define STALL_SLACK_NS (2 * LIFECYCLE_TICK_NS)
-/* An early assignment's commit waits at most this long for a commit to share
- * (committer_submit_lazy): short enough that watchers see "running" durable
- * soon, long enough to cover a short job's run and its result's trip. */
-#define ASSIGN_COMMIT_DELAY_MS 10
-
 enum dmsg_kind {
     M_JOB_ADD, M_JOB_CANCEL, M_JOB_FINISHED, M_JOB_RELEASED, M_WORKER_UPDATE, M_WORKER_REMOVE,
     M_POLL,
@@ -68,6 +63,9 @@ struct dmsg {
     bool verdict;                 /* JOB_FINISHED: the attempt's end says something of the worker */
     dispatch_eta_fn eta_fn;       /* JOB_ADD: answered with the job's ETA once dispatched */
     void *eta_arg;
+    int eta_rc;                   /* JOB_ADD: the ETA, read under the scheduler lock */
+    double eta_start_s, eta_finish_s;
+    char eta_why[160];
     char cls[LC_CLASS_MAX];
     int64_t load_ns, run_ns;
     struct poller *poller;
@@ -410,9 +408,9 @@ static bool assign(struct dispatcher *d, struct poller *p, uint64_t job_id, stru
             /* Nobody waits on this commit, so it waits for company: the
              * next commit someone waits on (a submit, or this job's own
              * result) carries it, or it goes alone after
-             * ASSIGN_COMMIT_DELAY_MS. A short job's result then needs one
+             * LAZY_COMMIT_DELAY_MS. A short job's result then needs one
              * fsync, not the assignment's and then its own. */
-            committer_submit_lazy(h->committer, &a->op, ASSIGN_COMMIT_DELAY_MS * NS_PER_MS);
+            committer_submit_lazy(h->committer, &a->op, LAZY_COMMIT_DELAY_MS * NS_PER_MS);
         } else {
             committer_submit(h->committer, &a->op);
         }
@@ -743,21 +741,31 @@ static void preempt_round(struct dispatcher *d, int64_t now)
         head_preempt(d->h, p.victim, p.worker, p.for_job, p.lost_s, p.reason);
 }
 
-/* Answers the jobs added this round with their ETA, now that they are placed or queued. */
-static void answer_etas(struct dispatcher *d, int64_t now)
+/* Reads the ETA of each job added this round, now that it is placed or
+ * queued (scheduler lock held); returns them, taken off the pending list. */
+static struct dmsg *read_etas(struct dispatcher *d, int64_t now)
+{
+    for (struct dmsg *m = d->eta_pending; m; m = m->next) {
+        m->eta_why[0] = '\0';
+        m->eta_rc = sched_job_eta(d->sched, m->spec.id, now, &m->eta_start_s, &m->eta_finish_s);
+        if (!m->eta_rc && m->eta_start_s < 0)
+            sched_job_parked(d->sched, m->spec.id, m->eta_why, sizeof m->eta_why);
+    }
+    struct dmsg *got = d->eta_pending;
+    d->eta_pending = NULL;
+    return got;
+}
+
+/* Answers them, with no lock held: an answer may read the scheduler again
+ * (a submit that waits for its job's end watches it, which reads its ETA). */
+static void answer_etas(struct dmsg *etas)
 {
     struct dmsg *next;
-    for (struct dmsg *m = d->eta_pending; m; m = next) {
+    for (struct dmsg *m = etas; m; m = next) {
         next = m->next;
-        double start_s, finish_s;
-        char why[160] = "";
-        int rc = sched_job_eta(d->sched, m->spec.id, now, &start_s, &finish_s);
-        if (!rc && start_s < 0)
-            sched_job_parked(d->sched, m->spec.id, why, sizeof why);
-        m->eta_fn(m->eta_arg, rc, start_s, finish_s, why);
+        m->eta_fn(m->eta_arg, m->eta_rc, m->eta_start_s, m->eta_finish_s, m->eta_why);
         free(m);
     }
-    d->eta_pending = NULL;
 }
 
 static void expire_workers(struct dispatcher *d, int64_t now)
@@ -836,9 +844,10 @@ static void *dispatcher_main(void *arg)
         if (d->h->cfg.sched.preempt_after_s > 0)
             preempt_round(d, now);
         serve_pollers(d, now);
-        answer_etas(d, now);
+        struct dmsg *etas = read_etas(d, now);
         sched_refresh(d->sched, now); /* ETA reads then share the lock */
         pthread_rwlock_unlock(&d->sched_lock);
+        answer_etas(etas);
         if (now - last_publish > 100 * NS_PER_MS || placed) {
             publish(d);
             last_publish = now;

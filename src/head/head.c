@@ -348,7 +348,7 @@ static bool submit_early(struct head *h, const struct job_rec *rec)
            !inputs_named(rec->params_json);
 }
 
-void head_submit(struct head *h, struct job_rec *rec, head_done_fn done, void *arg)
+void head_submit(struct head *h, struct job_rec *rec, bool to_end, head_done_fn done, void *arg)
 {
     jobs_lock(h->jobs);
     for (;;) {
@@ -389,7 +389,16 @@ void head_submit(struct head *h, struct job_rec *rec, head_done_fn done, void *a
     o->done_arg = arg;
     o->early = submit_early(h, rec);
     o->pending = o->early ? 2 : 1; /* not early: the commit posts the job, then the ETA answers */
-    committer_submit(h->committer, &o->op);
+    if (o->early && to_end) {
+        /* Nobody is answered before the job's result is durable, and that
+         * commit, queued after this one, carries it: a short job costs one
+         * fsync. Only when early: otherwise the job reaches the dispatcher
+         * at this commit, which must not wait. A crash before it loses a
+         * job nobody was answered for, as for any submit. */
+        committer_submit_lazy(h->committer, &o->op, LAZY_COMMIT_DELAY_MS * NS_PER_MS);
+    } else {
+        committer_submit(h->committer, &o->op);
+    }
     /* After the insert is queued: an assignment of the job queues behind it.
      * Under the table lock: a failed insert's unwind comes after this add.
      * (A dispatcher that is stopping calls submit_eta here, which takes no

@@ -19,6 +19,13 @@
 #include "store/committer.h"
 #include "store/store.h"
 
+/* A commit nobody waits on yet — an early assignment's, or the insert of a
+ * job whose submit answers only at its end — waits at most this long for a
+ * commit to share (committer_submit_lazy): short enough that watchers see it
+ * durable soon, long enough to cover a short job's run and its result's trip,
+ * whose commit then carries it (one fsync, not two). */
+#define LAZY_COMMIT_DELAY_MS 10
+
 struct admission;
 struct batches;
 struct dispatcher;

@@ -19,8 +19,12 @@ typedef void (*head_done_fn)(void *arg, int rc, struct job_rec *out, bool flag);
 
 /* rec: validated and normalized by the API (id, state, times are set here).
  * Takes rec->params_json. done(flag = existing: an idempotent replay returned the
- * first job) runs once the job is durable, or at once for a replay or error. */
-void head_submit(struct head *h, struct job_rec *rec, head_done_fn done, void *arg);
+ * first job) runs once the job is durable, or at once for a replay or error.
+ * to_end: the caller answers only once the job has ended (POST /v1/jobs?wait=),
+ * so nobody is told of the job before its result is durable, and its insert
+ * may wait for company, like an early assignment's commit. */
+void head_submit(struct head *h, struct job_rec *rec, bool to_end, head_done_fn done,
+                 void *arg);
 /* head_admit: admission's verdict (core/admit.h) for a new job of tenant t —
  * rec with capability, lane and cost_s set — before anything is stored. 0 with
  * v filled. ADMIT_OK counts the job (rec->admitted; head_submit then binds it

@@ -174,6 +174,57 @@ def test_wait_until_end_answers_once_with_the_outcome(head_factory):
     assert r.status == 400 and r.json()["error"]["field"] == "until", r
 
 
+def test_submit_with_wait_answers_once_the_job_has_ended(head_factory):
+    """POST /v1/jobs?wait=S: one request that submits and answers with the
+    job once it has ended (its result durable), or as it is when S runs out;
+    a bad wait is refused naming it, with nothing stored."""
+    head = head_factory(HEAD_CONFIG)
+    tenant = head.add_tenant("acme")
+    c = head.client(tenant)
+    w = FakeWorker(head, head.add_worker_token()).start()
+    answers = []
+
+    def submitter():
+        answers.append(Client(head.url, tenant).post("/v1/jobs?wait=30", JOB))
+
+    t = threading.Thread(target=submitter)
+    t.start()
+    epoch, a = poll_early(w)
+    assert complete(w, a, epoch).status == 200
+    t.join(timeout=30 * SLOW)
+    assert not t.is_alive()
+    r = answers[0]
+    assert r.status == 201, r
+    job = r.json()
+    assert job["id"] == a["job_id"] and job["state"] == "succeeded", job
+    assert job["result"]["url"] == f"/v1/jobs/{job['id']}/result", job
+    assert r.header("Location") == f"/v1/jobs/{job['id']}"
+    assert c.get(job["result"]["url"]).status == 200
+
+    # Nobody polls: the wait runs out and the answer is the job as it is, stored.
+    r = c.post("/v1/jobs?wait=1", JOB)
+    assert r.status == 201 and r.json()["state"] == "queued", r
+    assert c.get(f"/v1/jobs/{r.json()['id']}").json()["state"] == "queued"
+    epoch, a = poll_early(w)
+    assert a["job_id"] == r.json()["id"] and complete(w, a, epoch).status == 200
+
+    # A replay of a key whose job ended answers it at once, 200 as without wait.
+    keyed = {"Idempotency-Key": "k1"}
+    r = c.post("/v1/jobs", JOB, headers=keyed)
+    assert r.status == 201, r
+    epoch, a = poll_early(w)
+    assert complete(w, a, epoch).status == 200
+    again = c.post("/v1/jobs?wait=20", JOB, headers=keyed)
+    assert again.status == 200, again
+    assert again.json()["id"] == r.json()["id"] and again.json()["state"] == "succeeded"
+
+    before = len(c.get("/v1/jobs?limit=500").json()["jobs"])
+    for bad in ("-1", "x", str(10 ** 6)):
+        r = c.post(f"/v1/jobs?wait={bad}", JOB)
+        assert r.status == 400 and r.json()["error"]["field"] == "wait", (bad, r)
+    assert len(c.get("/v1/jobs?limit=500").json()["jobs"]) == before
+
+
 def test_early_assignment_is_traced_where_the_worker_got_it(head_factory):
     """The trace's assigned step is when the poll was answered, in its place
     before the job's started step, even when the assignment's commit comes
