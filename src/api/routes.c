@@ -294,8 +294,8 @@ static void later_ctx(struct later *l, struct http_resp *resp, struct ctx *c)
     c->who = l->who;
 }
 
-/* GET /v1/jobs/{id}?wait=S[&until=end]: a long-poll on a suspended
- * connection. Whichever comes first — the job's watcher firing or the timer —
+/* GET /v1/jobs/{id}?wait=S[&until=end], and POST /v1/jobs?wait=S once its
+ * job is stored: a long-poll on a suspended connection. Whichever comes first — the job's watcher firing or the timer —
  * answers (the won flag); the struct lives until both the timer and the
  * connection are done with it. until=end: the watcher fires only when the job
  * ends (struct job_watch), so a client waiting for the outcome sends one
@@ -350,10 +350,14 @@ static struct long_poll *long_poll_new(struct later *l, int64_t tenant_id, bool 
 
 /* Watches l->id (changed since version; 0: its end only, or any change, as
  * p->w.until_end says) for up to p->wait_s; answers now if it has changed
- * or is gone. The connection is deferred; no lock held. */
+ * or is gone. The connection is deferred; no lock held. Once the watcher is
+ * linked, l may be answered and freed at any moment (by a submit's commit
+ * callback, this runs off the connection's thread): only p, which the timer's
+ * reference keeps, is used after. */
 static void long_poll_arm(struct long_poll *p, uint64_t version)
 {
     struct later *l = p->l;
+    struct timers *timers = l->h->timers;
     bool watching;
     struct job_rec now;
     int rc = head_watch(l->h, p->tenant_id, l->id, version, &p->w, &watching, &now, NULL);
@@ -369,7 +373,7 @@ static void long_poll_arm(struct long_poll *p, uint64_t version)
         return;
     }
     job_rec_free_fields(&now); /* the watcher copies the job as it will be */
-    timers_add(l->h->timers, clock_mono_ns() + p->wait_s * NS_PER_S, long_poll_timeout, p);
+    timers_add(timers, clock_mono_ns() + p->wait_s * NS_PER_S, long_poll_timeout, p);
 }
 
 /* head_done_fn: keep the answer, wake the connection. A submit that waits
