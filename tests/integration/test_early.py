@@ -181,7 +181,8 @@ def test_submit_with_wait_answers_once_the_job_has_ended(head_factory):
     head = head_factory(HEAD_CONFIG)
     tenant = head.add_tenant("acme")
     c = head.client(tenant)
-    w = FakeWorker(head, head.add_worker_token()).start()
+    token = head.add_worker_token()
+    w = FakeWorker(head, token).start()
     answers = []
 
     def submitter():
@@ -199,7 +200,16 @@ def test_submit_with_wait_answers_once_the_job_has_ended(head_factory):
     assert job["id"] == a["job_id"] and job["state"] == "succeeded", job
     assert job["result"]["url"] == f"/v1/jobs/{job['id']}/result", job
     assert r.header("Location") == f"/v1/jobs/{job['id']}"
-    assert c.get(job["result"]["url"]).status == 200
+    png = c.get(job["result"]["url"])
+    assert png.status == 200
+    # Its insert shared the result's commit: the answer means both are on
+    # disk, so a kill -9 now keeps the job and its result.
+    head.kill9()
+    head.start()
+    c = head.client(tenant)
+    w = FakeWorker(head, token).start()
+    assert c.get(f"/v1/jobs/{job['id']}").json()["state"] == "succeeded"
+    assert c.get(job["result"]["url"]).body == png.body
 
     # Nobody polls: the wait runs out and the answer is the job as it is, stored.
     r = c.post("/v1/jobs?wait=1", JOB)
