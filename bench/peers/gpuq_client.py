@@ -108,7 +108,8 @@ class GpuqBase(peers_client.Adapter):
         with open(os.path.join(datadir, "admin.key")) as f:
             self.admin = f.read().strip()
         self.port = a.port
-        self.one = getattr(a, "phase", "") == "latency" and os.environ.get("GPUQ_PEER_ONE_REQUEST", "1") != "0"
+        self.one = (getattr(a, "phase", "") == "latency" and
+                    os.environ.get("GPUQ_PEER_ONE_REQUEST", "1") != "0")
         self.submit_path = "/v1/jobs?wait=30" if self.one else "/v1/jobs"
         self.ended = {}  # handle -> state its submit's answer showed (one request)
 

@@ -30,6 +30,7 @@
 /* The loop runs at least every tick; later than two ticks means the process
  * stood still (or could not run), and the time beyond that is forgiven. */
 #define STALL_SLACK_NS (2 * LIFECYCLE_TICK_NS)
+
 enum dmsg_kind {
     M_JOB_ADD, M_JOB_CANCEL, M_JOB_FINISHED, M_JOB_RELEASED, M_WORKER_UPDATE, M_WORKER_REMOVE,
     M_POLL,
