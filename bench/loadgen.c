@@ -43,7 +43,6 @@
 #define MAX_CONNECTIONS 4096
 #define MAX_INPUT (1u << 20)
 #define POLL_WAIT_S 30
-#define POLL_WAIT_S_STR "30"
 
 enum mode { MODE_SUBMIT, MODE_E2E, MODE_E2E1 };
 enum op { OP_SUBMIT, OP_POLL };
@@ -550,10 +549,13 @@ int main(int argc, char **argv)
     }
     struct buf head;
     buf_init(&head);
+    buf_puts(&head, "POST /v1/jobs");
+    if (cfg.mode == MODE_E2E1)
+        buf_printf(&head, "?wait=%d", POLL_WAIT_S);
     buf_printf(&head,
-               "POST /v1/jobs%s HTTP/1.1\r\nHost: %s:%s\r\nAuthorization: Bearer %s\r\n"
+               " HTTP/1.1\r\nHost: %s:%s\r\nAuthorization: Bearer %s\r\n"
                "Content-Type: application/json\r\n",
-               cfg.mode == MODE_E2E1 ? "?wait=" POLL_WAIT_S_STR : "", cfg.host, cfg.port, cfg.key);
+               cfg.host, cfg.port, cfg.key);
     submit_head = buf_steal(&head);
     lat_init(&st.submit_lat);
     lat_init(&st.e2e_lat);
