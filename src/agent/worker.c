@@ -468,7 +468,8 @@ static void runtime_lost_as(struct worker *w, const char *cls, const char *what,
     bool hand_back = w->failures >= 2;
     char msg[300], never[340];
     snprintf(msg, sizeof msg, "runtime on %s %s: %s", w->id, what, why);
-    snprintf(never, sizeof never, "%s (again; the job had not started)", msg);
+    if (hand_back)
+        snprintf(never, sizeof never, "%s (again; the job had not started)", msg);
     for (int i = 0; i < WORKER_MAX_JOBS; i++) {
         struct job *j = &w->jobs[i];
         if (!j->used)
