@@ -144,7 +144,7 @@ static void batch_op_done(struct commit_op *op, int rc)
         if (rc == 0) {
             jobs_mark_committed(h->jobs, j);
             jobs_changed(h->jobs, j);
-            trace_admitted(j->rec.id);
+            trace_admitted(j->rec.id, false);
             metrics_job_submitted(&j->rec);
         } else {
             jobs_remove(h->jobs, j);

@@ -108,6 +108,7 @@ struct job_op {
      * overlapping the commit (early) they come in either order, and the
      * second to come answers. */
     bool early;
+    bool to_end;               /* answered at the job's end (POST /v1/jobs?wait=) */
     _Atomic int pending;       /* halves still to come */
     int commit_rc;
     int eta_rc;
@@ -308,7 +309,7 @@ static void submit_done(struct commit_op *op, int rc)
     if (rc == 0) {
         jobs_mark_committed(h->jobs, j);
         jobs_changed(h->jobs, j);
-        trace_admitted(j->rec.id);
+        trace_admitted(j->rec.id, o->to_end);
         metrics_job_submitted(&j->rec);
     } else if (j) {
         if (o->early)
@@ -388,6 +389,7 @@ void head_submit(struct head *h, struct job_rec *rec, bool to_end, head_done_fn 
     o->done = done;
     o->done_arg = arg;
     o->early = submit_early(h, rec);
+    o->to_end = to_end;
     o->pending = o->early ? 2 : 1; /* not early: the commit posts the job, then the ETA answers */
     if (o->early && to_end) {
         /* Nobody is answered before the job's result is durable, and that

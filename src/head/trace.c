@@ -56,6 +56,7 @@ enum {
     P_QUEUED = 4,
     P_HAS_ETA = 8,    /* queued: with an ETA (else why, or nothing) */
     P_WHY_OWNED = 16, /* why is this trace's own copy (not interned) */
+    P_TO_END = 32,    /* admitted: its submit is answered at the job's end (?wait) */
 };
 
 /* Waiting reasons repeat ("no GPU with capability ..."): the first
@@ -314,10 +315,12 @@ void trace_accepted(const struct job_rec *r)
     pthread_mutex_unlock(&T.lock);
 }
 
-void trace_admitted(uint64_t id)
+void trace_admitted(uint64_t id, bool to_end)
 {
     WITH_TRACE(id, true, t)
     {
+        if (to_end)
+            t->flags |= P_TO_END;
         prelude_step(t, 1, clock_wall_ms());
     }
     pthread_mutex_unlock(&T.lock);
@@ -388,7 +391,8 @@ static void render_prelude(const struct jtrace *t, int i, const struct job_rec *
                    job_tier_name((enum job_tier)t->tier), t->cost_s);
     } else if (i == 1) {
         step_start(&b, at, "admitted");
-        buf_puts(&b, ",\"detail\":\"stored durably; 201 sent\"");
+        buf_puts(&b, ",\"detail\":\"stored durably; 201 sent");
+        buf_puts(&b, t->flags & P_TO_END ? " when the job ends or the wait runs out\"" : "\"");
     } else {
         step_start(&b, at, "queued");
         if (t->flags & P_HAS_ETA)

@@ -33,8 +33,9 @@ void trace_stats(int64_t *bytes, int64_t *traces, int64_t *evicted);
 
 /* The request was accepted (validated, id given) at r->created_ms. */
 void trace_accepted(const struct job_rec *r);
-/* Its insert is durable: the 201 goes out. */
-void trace_admitted(uint64_t id);
+/* Its insert is durable: the 201 goes out, or, to_end (POST /v1/jobs?wait=),
+ * waits for the job's end or the wait's. */
+void trace_admitted(uint64_t id, bool to_end);
 /* In the scheduler's queue, with its ETA (seconds from now; < 0 unknown, why). */
 void trace_queued(uint64_t id, double start_s, double finish_s, const char *why);
 /* trace_candidates_json appends why's scored candidates as a JSON array to b.

@@ -97,6 +97,20 @@ def test_first_steps_of_a_queued_job(head):
     assert que2["eta_start_s"] <= que2["eta_finish_s"], que2
 
 
+
+def test_a_waited_submit_says_its_201_waits_for_the_end(head):
+    """POST /v1/jobs?wait=S answers at the job's end (or when S runs out), not
+    at its insert's commit: the admitted step says so; a plain submit's does not."""
+    c = head.client(head.add_tenant("acme"))
+    r = c.post("/v1/jobs?wait=1", JOB)  # no GPU: the wait runs out, the job stays queued
+    assert r.status == 201 and r.json()["state"] == "queued", r
+    waited = step(c.get(f"/v1/jobs/{r.json()['id']}/trace").json(), "admitted")
+    assert waited["detail"] == "stored durably; 201 sent when the job ends or the wait runs out", \
+        waited
+    plain = c.post("/v1/jobs", JOB).json()["id"]
+    assert step(c.get(f"/v1/jobs/{plain}/trace").json(), "admitted")["detail"] == \
+        "stored durably; 201 sent"
+
 def test_trace_of_a_retried_job_and_after_restart(head):
     c, jid = run_retried_job(head)
     t = c.get(f"/v1/jobs/{jid}/trace").json()
