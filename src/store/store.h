@@ -101,8 +101,9 @@ struct store_sqlite_options {
     long long wal_prealloc_bytes;
 };
 
-/* One automatic checkpoint's worth of WAL: wal_autocheckpoint (4000) frames of
- * a 4096-byte page and its 24-byte frame header, plus the 32-byte WAL header. */
+/* One checkpoint's worth of WAL (the committer checkpoints when the WAL holds
+ * this many frames): 4000 frames of a 4096-byte page and its 24-byte frame
+ * header, plus the 32-byte WAL header. */
 #define STORE_WAL_CHECKPOINT_PAGES 4000
 #define STORE_WAL_PREALLOC_BYTES (STORE_WAL_CHECKPOINT_PAGES * (4096LL + 24) + 32)
 

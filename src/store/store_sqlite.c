@@ -10,7 +10,22 @@
  * and new blocks durable costs about half as much (0.17 against 0.34 ms a
  * commit on the 2-core project machine: bench/README.md, "the WAL on disk").
  * beanstalkd preallocates its binlog files too (fallocate), which on this
- * disk gains about half as much as zeros do. */
+ * disk gains about half as much as zeros do.
+ *
+ * Checkpoints copy the WAL's pages into the database file. The committer
+ * runs one once the WAL holds STORE_WAL_CHECKPOINT_PAGES frames, as SQLite's
+ * automatic checkpoint would, and that stalls it, and every commit queued
+ * behind it, for several milliseconds. With one job at a time
+ * that stall delays one job in some 500, and copying in the background
+ * instead would slow many (the copies and their two fsyncs land beside them;
+ * bench/README.md, 2026-11-28). Under load, when the committer is writing
+ * batches (a commit that adds CKPT_BUSY_FRAMES frames or more), the stall
+ * delays every waiting commit: then the committer's WAL hook wakes a thread
+ * of its own every CKPT_BG_FRAMES frames, whose PASSIVE checkpoint, through a
+ * third connection, copies what is committed without blocking the writer.
+ * The committer's own checkpoint at STORE_WAL_CHECKPOINT_PAGES then has
+ * little left to copy, and the WAL starts again from its head after it as
+ * before, however busy the writer. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -28,6 +43,11 @@
 #include "store/store.h"
 
 #define MOD "store"
+
+/* The background checkpoint (see the top of the file): woken every
+ * CKPT_BG_FRAMES frames, while commits add CKPT_BUSY_FRAMES frames or more. */
+#define CKPT_BG_FRAMES (STORE_WAL_CHECKPOINT_PAGES / 8)
+#define CKPT_BUSY_FRAMES 24
 
 /* Migration N brings the schema from user_version N to N+1. Never edit a
  * shipped migration; append a new one. */
@@ -136,6 +156,13 @@ struct store_sqlite {
     sqlite3_stmt *st[ST_COUNT];
     sqlite3 *rdb;                 /* readers, serialized by rlock */
     pthread_mutex_t rlock;
+    /* The background checkpoint (see the top of the file). */
+    sqlite3 *cdb;                 /* the checkpointer thread only */
+    int wal_frames, ckpt_mark;    /* WAL frames now and at the last wake-up (committer only) */
+    pthread_mutex_t ckpt_lock;    /* a leaf: guards ckpt_wanted and ckpt_stop */
+    pthread_cond_t ckpt_wake;
+    bool ckpt_wanted, ckpt_stop, ckpt_started;
+    pthread_t ckpt_thread;
 };
 
 static struct store_sqlite *ss(struct store *s)
@@ -954,11 +981,21 @@ static int sq_prune_inputs(struct store *s, int64_t jobs_cutoff_ms, int64_t unus
 static void sq_close(struct store *s)
 {
     struct store_sqlite *q = ss(s);
+    if (q->ckpt_started) {
+        pthread_mutex_lock(&q->ckpt_lock);
+        q->ckpt_stop = true;
+        pthread_cond_signal(&q->ckpt_wake);
+        pthread_mutex_unlock(&q->ckpt_lock);
+        pthread_join(q->ckpt_thread, NULL);
+    }
+    sqlite3_close(q->cdb);
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(q->st[i]);
     sqlite3_close(q->wdb);
     sqlite3_close(q->rdb);
     pthread_mutex_destroy(&q->rlock);
+    pthread_mutex_destroy(&q->ckpt_lock);
+    pthread_cond_destroy(&q->ckpt_wake);
     free(q);
 }
 
@@ -1113,12 +1150,66 @@ static void keep_wal(sqlite3 *db)
     sqlite3_file_control(db, "main", SQLITE_FCNTL_PERSIST_WAL, &on);
 }
 
+/* A PASSIVE checkpoint through connection db: BUSY (the other thread's is
+ * running) is no error, an fsync that fails is fatal (map_rc), anything else
+ * is logged. */
+static void checkpoint(sqlite3 *db, const char *who)
+{
+    int rc = sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    if (rc != SQLITE_OK && rc != SQLITE_BUSY && map_rc(db, rc, who))
+        log_warn(MOD, "%s: %s", who, sqlite3_errmsg(db));
+}
+
+static void *checkpointer_main(void *arg)
+{
+    struct store_sqlite *q = arg;
+    pthread_mutex_lock(&q->ckpt_lock);
+    for (;;) {
+        while (!q->ckpt_wanted && !q->ckpt_stop)
+            pthread_cond_wait(&q->ckpt_wake, &q->ckpt_lock);
+        if (q->ckpt_stop)
+            break;
+        q->ckpt_wanted = false;
+        pthread_mutex_unlock(&q->ckpt_lock);
+        checkpoint(q->cdb, "background checkpoint");
+        pthread_mutex_lock(&q->ckpt_lock);
+    }
+    pthread_mutex_unlock(&q->ckpt_lock);
+    return NULL;
+}
+
+/* The writer's WAL hook, in place of SQLite's automatic checkpoint: called in
+ * the committer thread after each commit with the frames the WAL holds. */
+static int wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
+{
+    (void)name;
+    struct store_sqlite *q = arg;
+    int added = frames - q->wal_frames;
+    if (added < 0) { /* the WAL started again from its head */
+        added = frames;
+        q->ckpt_mark = 0;
+    }
+    q->wal_frames = frames;
+    if (frames >= STORE_WAL_CHECKPOINT_PAGES) {
+        checkpoint(db, "checkpoint");
+    } else if (added >= CKPT_BUSY_FRAMES && frames - q->ckpt_mark >= CKPT_BG_FRAMES) {
+        q->ckpt_mark = frames;
+        pthread_mutex_lock(&q->ckpt_lock);
+        q->ckpt_wanted = true;
+        pthread_cond_signal(&q->ckpt_wake);
+        pthread_mutex_unlock(&q->ckpt_lock);
+    }
+    return SQLITE_OK;
+}
+
 int store_sqlite_open(const struct store_sqlite_options *opt, struct store **out, char *err,
                       size_t errlen)
 {
     struct store_sqlite *q = xcalloc(1, sizeof *q);
     q->base.ops = &sqlite_ops;
     pthread_mutex_init(&q->rlock, NULL);
+    pthread_mutex_init(&q->ckpt_lock, NULL);
+    pthread_cond_init(&q->ckpt_wake, NULL);
     char pragmas[256];
     snprintf(pragmas, sizeof pragmas,
              "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s; PRAGMA foreign_keys=OFF;"
@@ -1137,6 +1228,20 @@ int store_sqlite_open(const struct store_sqlite_options *opt, struct store **out
         goto fail;
     if (opt->wal_prealloc_bytes > 0)
         keep_wal(q->rdb);
+    /* The checkpointer's connection syncs as the writer's does: its
+     * checkpoint makes the database file durable before the WAL is reused. */
+    if (open_conn(opt->path, &q->cdb, err, errlen) || exec(q->cdb, pragmas, err, errlen))
+        goto fail;
+    if (opt->wal_prealloc_bytes > 0)
+        keep_wal(q->cdb);
+    int prc = pthread_create(&q->ckpt_thread, NULL, checkpointer_main, q);
+    if (prc != 0) {
+        snprintf(err, errlen, "starting the checkpointer thread: %s", strerror(prc));
+        goto fail;
+    }
+    pthread_setname_np(q->ckpt_thread, "checkpointer");
+    q->ckpt_started = true;
+    sqlite3_wal_hook(q->wdb, wal_hook, q);
     for (int i = 0; i < ST_COUNT; i++) {
         if (sqlite3_prepare_v3(q->wdb, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &q->st[i],
                                NULL) != SQLITE_OK) {

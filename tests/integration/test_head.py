@@ -465,6 +465,81 @@ def test_wal_is_written_ahead_and_kept_across_restarts(head_factory):
     assert not os.path.exists(plain_wal)
 
 
+
+def thread_io(pid, name):
+    """The syscw (write calls) of pid's threads named name, summed."""
+    n = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if f.read().strip() != name:
+                    continue
+            with open(f"/proc/{pid}/task/{tid}/io") as f:
+                n += int(dict(line.split(": ") for line in f.read().splitlines())["syscw"])
+        except FileNotFoundError:
+            continue
+    return n
+
+
+def test_wal_is_checkpointed_in_the_background_and_stays_bounded_under_load(head_factory):
+    """Big commits (batches of long jobs, with single submits beside them) go
+    through the WAL several times over: the checkpointer thread copies pages
+    into the database file while the committer keeps writing, the WAL starts
+    again from its head instead of growing, and a kill -9 right after loses
+    no acknowledged job. (No GPU: admission's interactive bound is lifted so
+    the single submits beside the backlog are taken.)"""
+    head = head_factory(config_text="[admission]\ninteractive_max_wait_s = 0\n")
+    wal = os.path.join(head.data_dir, "gpuq.db-wal")
+    key = head.add_tenant("acme", tier="paid")
+    long_job = dict(JOB, params=dict(JOB["params"], prompt="a fox " * 500))
+    acked, errors = [], []
+    lock = threading.Lock()
+
+    def batches(n):
+        cl = Client(head.url, key, timeout=60)
+        for _ in range(n):
+            r = cl.post("/v1/batches", {"jobs": [long_job] * 1500})
+            if r.status != 201:
+                errors.append(r)
+                return
+            with lock:
+                acked.extend(j["id"] for j in r.json()["jobs"])
+
+    def singles(n):
+        cl = Client(head.url, key, timeout=60)
+        for _ in range(n):
+            r = cl.post("/v1/jobs", long_job)
+            if r.status != 201:
+                errors.append(r)
+                return
+            with lock:
+                acked.append(r.json()["id"])
+
+    before = thread_io(head.proc.pid, "checkpointer")
+    threads = [threading.Thread(target=batches, args=(4,)) for _ in range(2)]
+    threads += [threading.Thread(target=singles, args=(150,)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors[:3]
+    assert len(acked) == 2 * 4 * 1500 + 4 * 150
+    assert thread_io(head.proc.pid, "checkpointer") > before, "no checkpoint in the background"
+    # 12,600 jobs of 3 KiB are about 2.5 WALs' worth: it went round, not on.
+    assert os.path.getsize(wal) <= 3 * WAL_BYTES, os.path.getsize(wal)
+    head.kill9()
+    head.start()
+    c = head.client(key)
+    stored = set()
+    after = ""
+    for _ in range(100):
+        page = c.get(f"/v1/jobs?limit=500{after}").json()
+        stored.update(j["id"] for j in page["jobs"])
+        if not page["next"]:
+            break
+        after = f"&after={page['next']}"
+    assert not set(acked) - stored, f"{len(set(acked) - stored)} acknowledged jobs lost"
+
 def test_kill9_during_burst_loses_no_acknowledged_job(head):
     key = head.add_tenant("acme")
     acked = []
