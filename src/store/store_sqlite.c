@@ -159,6 +159,7 @@ struct store_sqlite {
     /* The background checkpoint (see the top of the file). */
     sqlite3 *cdb;                 /* the checkpointer thread only */
     int wal_frames, ckpt_mark;    /* WAL frames now and at the last wake-up (committer only) */
+    int ckpt_rc, ckpt_rc_bg;      /* the last checkpoint's result: committer's, checkpointer's */
     pthread_mutex_t ckpt_lock;    /* a leaf: guards ckpt_wanted and ckpt_stop */
     pthread_cond_t ckpt_wake;
     bool ckpt_wanted, ckpt_stop, ckpt_started;
@@ -1152,12 +1153,18 @@ static void keep_wal(sqlite3 *db)
 
 /* A PASSIVE checkpoint through connection db: BUSY (the other thread's is
  * running) is no error, an fsync that fails is fatal (map_rc), anything else
- * is logged. */
-static void checkpoint(sqlite3 *db, const char *who)
+ * (a full disk) is logged when it first happens: *last keeps the error of
+ * the caller's previous checkpoint, which is retried at the next commit. */
+static void checkpoint(sqlite3 *db, const char *who, int *last)
 {
     int rc = sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
-    if (rc != SQLITE_OK && rc != SQLITE_BUSY && map_rc(db, rc, who))
-        log_warn(MOD, "%s: %s", who, sqlite3_errmsg(db));
+    if (rc == SQLITE_BUSY)
+        return;
+    if (rc != SQLITE_OK && map_rc(db, rc, who) && rc != *last)
+        log_warn(MOD, "%s: %s (the WAL grows until one succeeds)", who, sqlite3_errmsg(db));
+    else if (rc == SQLITE_OK && *last != SQLITE_OK)
+        log_info(MOD, "%s: succeeded again", who);
+    *last = rc;
 }
 
 static void *checkpointer_main(void *arg)
@@ -1171,7 +1178,7 @@ static void *checkpointer_main(void *arg)
             break;
         q->ckpt_wanted = false;
         pthread_mutex_unlock(&q->ckpt_lock);
-        checkpoint(q->cdb, "background checkpoint");
+        checkpoint(q->cdb, "background checkpoint", &q->ckpt_rc_bg);
         pthread_mutex_lock(&q->ckpt_lock);
     }
     pthread_mutex_unlock(&q->ckpt_lock);
@@ -1191,7 +1198,7 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
     }
     q->wal_frames = frames;
     if (frames >= STORE_WAL_CHECKPOINT_PAGES) {
-        checkpoint(db, "checkpoint");
+        checkpoint(db, "checkpoint", &q->ckpt_rc);
     } else if (added >= CKPT_BUSY_FRAMES && frames - q->ckpt_mark >= CKPT_BG_FRAMES) {
         q->ckpt_mark = frames;
         pthread_mutex_lock(&q->ckpt_lock);
