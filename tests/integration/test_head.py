@@ -465,7 +465,6 @@ def test_wal_is_written_ahead_and_kept_across_restarts(head_factory):
     assert not os.path.exists(plain_wal)
 
 
-
 def thread_io(pid, name):
     """The syscw (write calls) of pid's threads named name, summed."""
     n = 0
@@ -476,7 +475,7 @@ def thread_io(pid, name):
                     continue
             with open(f"/proc/{pid}/task/{tid}/io") as f:
                 n += int(dict(line.split(": ") for line in f.read().splitlines())["syscw"])
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # a thread that has ended
             continue
     return n
 
