@@ -562,6 +562,8 @@ int head_watch(struct head *h, int64_t tenant_id, uint64_t id, uint64_t since,
                 (since == 0 || since == j->version);
     if (*watching)
         jobs_watch(h->jobs, j, w);
+    if (*watching && j->completing) /* its result may wait for a commit someone waits on */
+        committer_hurry(h->committer);
     head_job_copy(j, out, version);
     jobs_unlock(h->jobs);
     annotate(h, out);
@@ -764,7 +766,16 @@ void head_complete(struct head *h, uint64_t id, const char *worker, int attempt,
     o->done_arg = arg;
     char wid[sizeof o->ended.worker];
     memcpy(wid, o->ended.worker, sizeof wid);
-    committer_submit(h->committer, &o->op); /* o may be gone once unlocked */
+    /* Nobody waits on the job's end yet — no long-poll, stream or thread, and
+     * no POST ?wait (whose job's insert would still be queued): its result
+     * rides with the next commit someone does wait on, within
+     * LAZY_COMMIT_DELAY_MS, so a client submitting jobs back to back does
+     * not wait behind the results' commits. A watch that comes meanwhile
+     * hurries it (head_watch); the agent's answer waits for it either way. */
+    if (!j->committed || j->watchers || j->waiters)
+        committer_submit(h->committer, &o->op); /* o may be gone once unlocked */
+    else
+        committer_submit_lazy(h->committer, &o->op, LAZY_COMMIT_DELAY_MS * NS_PER_MS);
     jobs_unlock(h->jobs);
     /* The worker's slot need not wait for this commit: clients see the job
      * succeed only from complete_done, once the result is durable. */

@@ -315,6 +315,17 @@ void committer_submit_lazy(struct committer *c, struct commit_op *op, int64_t de
     pthread_mutex_unlock(&c->lock);
 }
 
+void committer_hurry(struct committer *c)
+{
+    pthread_mutex_lock(&c->lock);
+    if (c->head && c->lazy_due_ns > 1) {
+        c->lazy_due_ns = 1; /* due: work_due compares with the clock */
+        if (c->idle)
+            pthread_cond_signal(&c->work);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
 void committer_get_stats(struct committer *c, struct committer_stats *out)
 {
     pthread_mutex_lock(&c->lock);

@@ -21,7 +21,11 @@
  * in the queue but start no transaction of their own until their delay runs
  * out: the next operation that is waited on commits them with it in its
  * transaction. So a fast job's assignment rides in its result's commit
- * instead of an fsync of its own that the result would queue behind. */
+ * instead of an fsync of its own that the result would queue behind; and a
+ * result no client waits on yet (its agent's answer does wait, but loses
+ * nothing: the agent reports again until answered) rides in the next submit's
+ * commit, so a client submitting back to back does not queue behind results.
+ * committer_hurry makes them due when someone starts waiting. */
 #ifndef GPUQ_STORE_COMMITTER_H
 #define GPUQ_STORE_COMMITTER_H
 
@@ -70,6 +74,8 @@ void committer_submit(struct committer *c, struct commit_op *op);
  * non-lazy op's batch, or after delay_ns at the latest (at once while the
  * committer is unhealthy). Queue order is kept either way. */
 void committer_submit_lazy(struct committer *c, struct commit_op *op, int64_t delay_ns);
+/* Makes the lazy ops queued now due at once (someone started waiting on one). */
+void committer_hurry(struct committer *c);
 /* Waits for an op submitted with done == NULL; returns its result. */
 int committer_wait(struct committer *c, struct commit_op *op);
 void committer_get_stats(struct committer *c, struct committer_stats *out);

@@ -235,6 +235,41 @@ def test_submit_with_wait_answers_once_the_job_has_ended(head_factory):
     assert len(c.get("/v1/jobs?limit=500").json()["jobs"]) == before
 
 
+
+def test_result_nobody_waits_for_is_durable_once_the_agent_is_answered(head_factory):
+    """A job nobody watches (no long-poll, no stream, no ?wait): its result's
+    commit may wait for the next one someone does wait on (or a few ms), but
+    the agent's answer still comes only once it is durable — a kill -9 right
+    after keeps the job succeeded with its bytes — and a client that starts
+    waiting meanwhile gets the outcome."""
+    head = head_factory(HEAD_CONFIG)
+    tenant = head.add_tenant("acme")
+    c = head.client(tenant)
+    token = head.add_worker_token()
+    w = FakeWorker(head, token).start()
+    jid = c.post("/v1/jobs", JOB).json()["id"]
+    epoch, a = poll_early(w)
+    png = tiny_png(seed=7)
+    assert complete(w, a, epoch, data=png).status == 200
+    head.kill9()
+    head.start()
+    c = head.client(tenant)
+    job = c.get(f"/v1/jobs/{jid}").json()
+    assert job["state"] == "succeeded", job
+    assert c.get(job["result"]["url"]).body == png
+
+    # A client long-polling while the next job's result is pending hears the end.
+    w = FakeWorker(head, token).start()
+    jid = c.post("/v1/jobs", JOB).json()["id"]
+    epoch, a = poll_early(w)
+    answers = []
+    t = threading.Thread(target=lambda: answers.append(
+        Client(head.url, tenant).get(f"/v1/jobs/{jid}?wait=30&until=end")))
+    t.start()
+    assert complete(w, a, epoch).status == 200
+    t.join(timeout=30 * SLOW)
+    assert not t.is_alive() and answers[0].json()["state"] == "succeeded", answers
+
 def test_early_assignment_is_traced_where_the_worker_got_it(head_factory):
     """The trace's assigned step is when the poll was answered, in its place
     before the job's started step, even when the assignment's commit comes
