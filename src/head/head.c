@@ -772,7 +772,7 @@ void head_complete(struct head *h, uint64_t id, const char *worker, int attempt,
      * LAZY_COMMIT_DELAY_MS, so a client submitting jobs back to back does
      * not wait behind the results' commits. A watch that comes meanwhile
      * hurries it (head_watch); the agent's answer waits for it either way. */
-    if (!j->committed || j->watchers || j->waiters)
+    if (!j->committed || jobs_awaited(j))
         committer_submit(h->committer, &o->op); /* o may be gone once unlocked */
     else
         committer_submit_lazy(h->committer, &o->op, LAZY_COMMIT_DELAY_MS * NS_PER_MS);

@@ -510,7 +510,7 @@ static bool rec_restable(const struct job_rec *r)
  * watching it, not on the timed list (a queued job there has a deadline). */
 static bool freezable(const struct hjob *j)
 {
-    return j->committed && !j->completing && !j->timed && !j->watchers && !j->waiters &&
+    return j->committed && !j->completing && !j->timed && !jobs_awaited(j) &&
            j->version <= UINT32_MAX &&
            j->acct_state == LC_QUEUED && j->acct_cost_ms == cost_ms_of(j->rec.cost_s) &&
            rec_restable(&j->rec);
@@ -867,7 +867,7 @@ int jobs_sweep(struct jobs *t, int64_t cutoff_ms, int64_t idem_cutoff_ms)
             struct hjob *j = *pj;
             int64_t cut = j->rec.idem_key[0] ? idem_cutoff_ms : cutoff_ms;
             if (j->committed && job_state_terminal(job_rec_state(&j->rec)) &&
-                j->rec.finished_ms < cut && j->waiters == 0 && !j->watchers) {
+                j->rec.finished_ms < cut && !jobs_awaited(j)) {
                 *pj = j->next;
                 if (j->rec.idem_key[0])
                     unlink_idem(t, j);

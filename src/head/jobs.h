@@ -77,6 +77,11 @@ bool jobs_wait(struct jobs *t, struct hjob *j, uint64_t version, int64_t deadlin
  * whether it was still linked (false: it fired, or is firing). */
 void jobs_watch(struct jobs *t, struct hjob *j, struct job_watch *w);
 bool jobs_unwatch(struct jobs *t, struct hjob *j, struct job_watch *w);
+/* Whether anyone waits on j (jobs_wait) or watches it (lock held). */
+static inline bool jobs_awaited(const struct hjob *j)
+{
+    return j->waiters || j->watchers;
+}
 /* True once jobs_shutdown ran: watch nothing new. */
 bool jobs_stopping(struct jobs *t);
 /* Removes a job whose insert failed to commit. */
