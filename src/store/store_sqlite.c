@@ -1160,10 +1160,13 @@ static void checkpoint(sqlite3 *db, const char *who, int *last)
     int rc = sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
     if (rc == SQLITE_BUSY)
         return;
-    if (rc != SQLITE_OK && map_rc(db, rc, who) && rc != *last)
-        log_warn(MOD, "%s: %s (the WAL grows until one succeeds)", who, sqlite3_errmsg(db));
-    else if (rc == SQLITE_OK && *last != SQLITE_OK)
+    if (rc != SQLITE_OK) {
+        map_rc(db, rc, who); /* aborts on a failed fsync */
+        if (rc != *last)
+            log_warn(MOD, "%s: %s (the WAL grows until one succeeds)", who, sqlite3_errmsg(db));
+    } else if (*last != SQLITE_OK) {
         log_info(MOD, "%s: succeeded again", who);
+    }
     *last = rc;
 }
 
