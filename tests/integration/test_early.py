@@ -235,7 +235,6 @@ def test_submit_with_wait_answers_once_the_job_has_ended(head_factory):
     assert len(c.get("/v1/jobs?limit=500").json()["jobs"]) == before
 
 
-
 def test_result_nobody_waits_for_is_durable_once_the_agent_is_answered(head_factory):
     """A job nobody watches (no long-poll, no stream, no ?wait): its result's
     commit may wait for the next one someone does wait on (or a few ms), but
@@ -269,6 +268,7 @@ def test_result_nobody_waits_for_is_durable_once_the_agent_is_answered(head_fact
     assert complete(w, a, epoch).status == 200
     t.join(timeout=30 * SLOW)
     assert not t.is_alive() and answers[0].json()["state"] == "succeeded", answers
+
 
 def test_early_assignment_is_traced_where_the_worker_got_it(head_factory):
     """The trace's assigned step is when the poll was answered, in its place

@@ -539,6 +539,7 @@ def test_wal_is_checkpointed_in_the_background_and_stays_bounded_under_load(head
         after = f"&after={page['next']}"
     assert not set(acked) - stored, f"{len(set(acked) - stored)} acknowledged jobs lost"
 
+
 def test_kill9_during_burst_loses_no_acknowledged_job(head):
     key = head.add_tenant("acme")
     acked = []

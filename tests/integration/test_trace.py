@@ -97,7 +97,6 @@ def test_first_steps_of_a_queued_job(head):
     assert que2["eta_start_s"] <= que2["eta_finish_s"], que2
 
 
-
 def test_a_waited_submit_says_its_201_waits_for_the_end(head):
     """POST /v1/jobs?wait=S answers at the job's end (or when S runs out), not
     at its insert's commit: the admitted step says so; a plain submit's does not."""
@@ -110,6 +109,7 @@ def test_a_waited_submit_says_its_201_waits_for_the_end(head):
     plain = c.post("/v1/jobs", JOB).json()["id"]
     assert step(c.get(f"/v1/jobs/{plain}/trace").json(), "admitted")["detail"] == \
         "stored durably; 201 sent"
+
 
 def test_trace_of_a_retried_job_and_after_restart(head):
     c, jid = run_retried_job(head)
