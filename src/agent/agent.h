@@ -152,6 +152,7 @@ struct agent {
     bool kick; /* [mu] heartbeat now */
     bool stop; /* [mu] monitor exits */
     atomic_bool incarnation_refused; /* the head refused the field: sent no more */
+    atomic_int poll_workers;         /* most workers one poll may name (the head's; 1: none) */
     struct outbox outbox;
     pthread_t outbox_thread;
     struct http_client outbox_hc; /* the outbox thread's */
@@ -177,6 +178,9 @@ void agent_make_incarnation(char out[AGENT_INCARNATION_LEN + 1]);
 
 /* poller.c */
 void *poller_main(void *arg);
+/* poller_outbox_sent: the outbox's hook (arg: struct agent *): results are
+ * leaving, so workers that waited for theirs may poll. */
+void poller_outbox_sent(void *arg);
 
 /* monitor.c */
 void *monitor_main(void *arg);

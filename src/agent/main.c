@@ -225,6 +225,7 @@ int main(int argc, char **argv)
                  info.uuid, (long long)info.vram_total_mb, a->workers[i]->view.ncaps,
                  a->workers[i]->view.concurrency);
     }
+    outbox_set_on_send(&a->outbox, poller_outbox_sent, a);
     for (int i = 0; i < a->nworkers; i++)
         if (worker_start(a->workers[i]) != 0) {
             fprintf(stderr, "gpuq-agent: cannot start worker %d\n", i);

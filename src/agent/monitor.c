@@ -242,6 +242,12 @@ static void do_register(struct agent *a, struct worker *w, struct http_client *h
             a->cfg.heartbeat_ms = (int)json_integer_value(hb);
             pthread_mutex_unlock(&a->mu);
         }
+        json_t *pw = json_object_get(answer, "poll_workers");
+        atomic_store(&a->poll_workers,
+                     json_is_integer(pw) && json_integer_value(pw) >= 1 &&
+                             json_integer_value(pw) <= GPU_MAX
+                         ? (int)json_integer_value(pw)
+                         : 1);
         json_t *bhb = json_object_get(answer, "busy_heartbeat_ms");
         pthread_mutex_lock(&a->mu);
         a->cfg.busy_heartbeat_ms =

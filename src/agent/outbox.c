@@ -225,6 +225,17 @@ int outbox_outcomes_for(struct outbox *ob, const char *worker_id, char (*ids)[OU
     return n;
 }
 
+bool outbox_unsent_for(struct outbox *ob, const char *worker_id)
+{
+    bool found = false;
+    pthread_mutex_lock(&ob->mu);
+    for (struct outbox_item *it = ob->first; it && !found; it = it->next)
+        found = it->kind != OUTBOX_PROGRESS && !it->sending && it->tries == 0 &&
+                strcmp(it->worker_id, worker_id) == 0;
+    pthread_mutex_unlock(&ob->mu);
+    return found;
+}
+
 void outbox_stats(struct outbox *ob, struct outbox_stats *out)
 {
     pthread_mutex_lock(&ob->mu);
@@ -291,6 +302,14 @@ void outbox_set_batch(struct outbox *ob, outbox_send_batch_fn fn)
 {
     pthread_mutex_lock(&ob->mu);
     ob->send_batch = fn;
+    pthread_mutex_unlock(&ob->mu);
+}
+
+void outbox_set_on_send(struct outbox *ob, void (*fn)(void *arg), void *arg)
+{
+    pthread_mutex_lock(&ob->mu);
+    ob->on_send = fn;
+    ob->on_send_arg = arg;
     pthread_mutex_unlock(&ob->mu);
 }
 
@@ -406,12 +425,20 @@ int64_t outbox_step(struct outbox *ob, int64_t now, bool *tried)
             bytes += p->bytes;
             items[n++] = p;
         }
+        void (*on_send)(void *) = ob->on_send;
+        void *on_send_arg = ob->on_send_arg;
         pthread_mutex_unlock(&ob->mu);
+        if (on_send)
+            on_send(on_send_arg);
         step_batch(ob, items, n, now);
         *tried = true;
     } else if (it) {
         it->sending = true;
+        void (*on_send)(void *) = ob->on_send;
+        void *on_send_arg = ob->on_send_arg;
         pthread_mutex_unlock(&ob->mu);
+        if (on_send && it->kind != OUTBOX_PROGRESS)
+            on_send(on_send_arg);
         long status = 0;
         int rc = ob->send(ob->ctx, it, &status);
         if (rc != 0)

@@ -101,6 +101,8 @@ struct outbox {
     outbox_send_batch_fn send_batch; /* NULL: one request per report */
     void *ctx;
     bool batch_off; /* the head does not know batches (an older head): one by one */
+    void (*on_send)(void *arg); /* called, unlocked, as outcomes leave for the head */
+    void *on_send_arg;
     bool stop;
     uint64_t delivered, dropped, retries;
 };
@@ -111,6 +113,9 @@ void outbox_init(struct outbox *ob, int max_items, int64_t max_bytes, int64_t mi
  * OUTBOX_BATCH_MAX). A head that answers the batch 404 or 405 does not know
  * the call: the outbox falls back to one request per report for good. */
 void outbox_set_batch(struct outbox *ob, outbox_send_batch_fn fn);
+/* outbox_set_on_send: fn(arg) runs (without the outbox's lock) each time
+ * reports are about to be sent, before the request. */
+void outbox_set_on_send(struct outbox *ob, void (*fn)(void *arg), void *arg);
 /* outbox_fini frees what is left, unlinking its result files. */
 void outbox_fini(struct outbox *ob);
 
@@ -141,6 +146,8 @@ bool outbox_full(struct outbox *ob);
  * writes up to max of their (job_id, attempt) to ids/attempts when not NULL. */
 int outbox_outcomes_for(struct outbox *ob, const char *worker_id, char (*ids)[OUTBOX_ID_MAX],
                         int64_t *attempts, int max);
+/* outbox_unsent_for: an outcome of worker_id waits that was never sent yet. */
+bool outbox_unsent_for(struct outbox *ob, const char *worker_id);
 void outbox_stats(struct outbox *ob, struct outbox_stats *out);
 
 /* outbox_verdict: what an answer means for an outcome (progress: any answer

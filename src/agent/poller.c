@@ -1,21 +1,33 @@
-/* poller.c: a worker's assignment long-poll (docs/protocol-worker.md). It asks
- * the head for work only while the worker is registered, ready, not draining
+/* poller.c: the assignment long-polls (docs/protocol-worker.md). A worker
+ * asks the head for work only while it is registered, ready, not draining
  * and has a free slot (so no job waits here that the head could still move
  * elsewhere) and the agent's outbox is not full, and hands what it gets to
  * the controller. It polls with early=1: the head answers before the
  * assignment is durable and names its epoch, which each assignment keeps and
  * every report of it echoes (an older head ignores early and names none); and
  * with max=the free slots, so one answer can fill a worker that runs several
- * jobs at once. */
+ * jobs at once.
+ *
+ * Group polls (`group_poll`, with a head that offers `poll_workers`): each
+ * worker has a poller thread, but the one that polls first also asks, in the
+ * same request (?with=), for every other worker that could poll at that
+ * moment and marks them `polling`, so their own threads wait; the answer's
+ * assignments go to the workers they name. A worker whose result was never
+ * sent yet waits (at most GATE_MS) until the outbox sends it: the head gives
+ * it no work before that result arrives anyway, and the workers freed by one
+ * batch of results then poll as one. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "agent/agent.h"
 #include "agent/inputs.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 #define MOD "agent"
+/* Longest a worker waits for its unsent result to leave before it polls anyway. */
+#define GATE_MS 100
 
 static void timed_wait(struct worker *w, int ms)
 {
@@ -30,6 +42,137 @@ static void timed_wait(struct worker *w, int ms)
     pthread_cond_timedwait(&w->cv, &w->mu, &ts);
 }
 
+static bool grouped(struct agent *a)
+{
+    return a->cfg.early_assign && a->cfg.group_poll && atomic_load(&a->poll_workers) > 1;
+}
+
+/* Whether w may ask for work now (its own poll or a group's), bar the outbox. [w->mu] */
+static bool may_poll_locked(const struct worker *w)
+{
+    return w->registered && !w->deregistered && w->state == WS_READY && !w->drain &&
+           !w->head_drain && w->held < w->view.concurrency && !w->polling;
+}
+
+/* Whether v may join a poll now: it may poll and has no unsent result. [v->mu] */
+static bool joinable_locked(struct agent *a, const struct worker *v)
+{
+    return v->state != WS_DONE && may_poll_locked(v) && !outbox_unsent_for(&a->outbox, v->id);
+}
+
+/* Wakes the first worker that may poll now, from index `from` on (it then
+ * gathers the others). */
+static void wake_one(struct agent *a, int from)
+{
+    for (int i = from; i < a->nworkers; i++) {
+        struct worker *v = a->workers[i];
+        pthread_mutex_lock(&v->mu);
+        bool can = joinable_locked(a, v);
+        if (can)
+            pthread_cond_signal(&v->cv);
+        pthread_mutex_unlock(&v->mu);
+        if (can)
+            return;
+    }
+}
+
+/* The outbox's hook: results are leaving, so workers that waited for theirs
+ * may poll. One is woken and asks for all of them (woken together, each
+ * would race the others to lead and the group would split). */
+void poller_outbox_sent(void *arg)
+{
+    wake_one(arg, 0);
+}
+
+/* A group poll's members: the leader first, each with its free slots. */
+struct group {
+    struct worker *w[GPU_MAX];
+    int free[GPU_MAX];
+    int n;
+};
+
+/* Adds to g (after its leader) every other worker that may poll now and has
+ * no unsent result, marking each as polling; up to the head's poll_workers. */
+static void gather(struct agent *a, struct group *g)
+{
+    int most = atomic_load(&a->poll_workers);
+    int i = 0;
+    for (; i < a->nworkers && g->n < most && g->n < GPU_MAX; i++) {
+        struct worker *v = a->workers[i];
+        if (v == g->w[0])
+            continue;
+        pthread_mutex_lock(&v->mu);
+        if (joinable_locked(a, v)) {
+            v->polling = true;
+            g->w[g->n] = v;
+            g->free[g->n++] = v->view.concurrency - v->held;
+        }
+        pthread_mutex_unlock(&v->mu);
+    }
+    wake_one(a, i); /* one past the poll's room leads the next */
+}
+
+static void put_path(char *path, size_t size, struct agent *a, const struct group *g)
+{
+    int n = snprintf(path, size, "/v1/agent/assignments?worker_id=%s&wait=%d%s", g->w[0]->id,
+                     a->cfg.poll_wait_s, a->cfg.early_assign ? "&early=1" : "");
+    /* Early polls ask for every free slot's worth (a head without early
+     * assignments ignores max and hands one). */
+    if (a->cfg.early_assign && g->free[0] > 1)
+        n += snprintf(path + n, size - (size_t)n, "&max=%d", g->free[0] < 16 ? g->free[0] : 16);
+    for (int i = 1; i < g->n && (size_t)n < size; i++)
+        n += snprintf(path + n, size - (size_t)n, "%s%s:%d", i == 1 ? "&with=" : ",",
+                      g->w[i]->id, g->free[i] < 16 ? g->free[i] : 16);
+}
+
+/* The member an assignment names (an answer to a poll for one worker may
+ * name none: an older head's). */
+static int member_of(const struct group *g, json_t *item)
+{
+    const char *id = json_string_value(json_object_get(item, "worker_id"));
+    if (!id)
+        return g->n == 1 ? 0 : -1;
+    for (int i = 0; i < g->n; i++)
+        if (strcmp(g->w[i]->id, id) == 0)
+            return i;
+    return -1;
+}
+
+/* Hands the answer's assignments to the members they name and ends the poll
+ * for every member: each may poll again (the leader's caller holds none of
+ * their locks). */
+static void deliver(struct group *g, json_t *list)
+{
+    size_t k;
+    json_t *item;
+    json_array_foreach(list, k, item)
+    {
+        if (!json_is_object(item))
+            continue;
+        int m = member_of(g, item);
+        if (m < 0) {
+            log_warn(MOD, "worker %s: the head's answer names worker %s, not in the poll; ignored",
+                     g->w[0]->id, json_string_value(json_object_get(item, "worker_id")));
+            continue;
+        }
+        struct worker *v = g->w[m];
+        pthread_mutex_lock(&v->mu);
+        json_array_append(v->pending, item);
+        v->held++;
+        pthread_mutex_unlock(&v->mu);
+    }
+    for (int i = 0; i < g->n; i++) {
+        struct worker *v = g->w[i];
+        pthread_mutex_lock(&v->mu);
+        v->polling = false;
+        bool has = json_array_size(v->pending) > 0;
+        pthread_cond_broadcast(&v->cv);
+        pthread_mutex_unlock(&v->mu);
+        if (has || i == 0)
+            worker_wake(v);
+    }
+}
+
 void *poller_main(void *arg)
 {
     struct worker *w = arg;
@@ -37,16 +180,15 @@ void *poller_main(void *arg)
     struct http_client hc;
     http_client_init(&hc, a->head_url, a->token);
     int errors = 0;
-    char path[256];
+    char path[256 + GPU_MAX * (AGENT_NAME_MAX + 4)];
     bool said_full = false;
     pthread_mutex_lock(&w->mu);
     for (;;) {
+        int64_t gated_since = 0;
         for (;;) {
             if (w->state == WS_DONE)
                 break;
-            bool can = w->registered && !w->deregistered && w->state == WS_READY && !w->drain &&
-                       !w->head_drain &&
-                       w->held < w->view.concurrency;
+            bool can = may_poll_locked(w);
             /* A full outbox: results wait for the head; take no new work meanwhile. */
             bool full = outbox_full(&a->outbox);
             if (can && full != said_full) {
@@ -58,22 +200,29 @@ void *poller_main(void *arg)
                     log_info(MOD, "worker %s: outbox has room again; taking work", w->id);
                 said_full = full;
             }
+            int wait_ms = can && full ? 100 : 1000;
+            if (can && !full && grouped(a) && outbox_unsent_for(&a->outbox, w->id)) {
+                int64_t now = clock_mono_ns();
+                if (!gated_since)
+                    gated_since = now;
+                int64_t left_ms = GATE_MS - (now - gated_since) / NS_PER_MS;
+                if (left_ms > 0) {
+                    can = false;
+                    wait_ms = (int)left_ms;
+                }
+            }
             if (can && !full)
                 break;
-            timed_wait(w, can && full ? 100 : 1000);
+            timed_wait(w, wait_ms);
         }
         if (w->state == WS_DONE)
             break;
-        /* Early polls ask for every free slot's worth (a head without
-         * early assignments ignores max and hands one). */
-        int free_slots = w->view.concurrency - w->held;
-        snprintf(path, sizeof path, "/v1/agent/assignments?worker_id=%s&wait=%d%s", w->id,
-                 a->cfg.poll_wait_s, a->cfg.early_assign ? "&early=1" : "");
-        if (a->cfg.early_assign && free_slots > 1)
-            snprintf(path + strlen(path), sizeof path - strlen(path), "&max=%d",
-                     free_slots < 16 ? free_slots : 16);
+        struct group g = {.w = {w}, .free = {w->view.concurrency - w->held}, .n = 1};
         w->polling = true;
         pthread_mutex_unlock(&w->mu);
+        if (grouped(a))
+            gather(a, &g);
+        put_path(path, sizeof path, a, &g);
 
         long status = 0;
         json_t *answer = NULL;
@@ -81,7 +230,8 @@ void *poller_main(void *arg)
                            &answer);
         json_t *list = json_object_get(answer, "assignments");
         json_t *epoch = json_object_get(answer, "epoch");
-        if (rc == 0 && status == 200 && json_is_array(list)) {
+        bool ok = rc == 0 && status == 200 && json_is_array(list);
+        if (ok) {
             size_t k;
             json_t *it;
             json_array_foreach(list, k, it)
@@ -90,12 +240,16 @@ void *poller_main(void *arg)
                     continue;
                 if (json_is_string(epoch))
                     json_object_set(it, "epoch", epoch);
-                agent_inputs_fetch(&hc, a->cfg.work_dir, w->id, it); /* it runs from files */
+                int m = member_of(&g, it);
+                if (m >= 0) /* it runs from files */
+                    agent_inputs_fetch(&hc, a->cfg.work_dir, g.w[m]->id, it);
             }
         }
+        const char *field =
+            json_string_value(json_object_get(json_object_get(answer, "error"), "field"));
+        deliver(&g, ok ? list : NULL);
 
         pthread_mutex_lock(&w->mu);
-        w->polling = false;
         int pause_ms = 0;
         if (rc != 0 || status >= 500) {
             errors++;
@@ -103,22 +257,14 @@ void *poller_main(void *arg)
             if (errors == 1 || errors % 20 == 0)
                 log_warn(MOD, "worker %s: assignment poll failed (%s %ld)", w->id,
                          rc ? "unreachable" : "status", status);
-        } else if (status == 200 && json_is_array(list)) {
-            errors = 0;
-            size_t i;
-            json_t *item;
-            json_array_foreach(list, i, item)
-            {
-                if (json_is_object(item)) {
-                    json_array_append(w->pending, item);
-                    w->held++;
-                }
-            }
-        } else if (status == 204) {
+        } else if (ok || status == 204) {
             errors = 0;
         } else if (status == 404 || status == 401) {
-            /* The head forgot us (or our token): re-register before polling again. */
-            w->registered = false;
+            /* The head forgot us (or our token): re-register before polling
+             * again. A group member it forgot (field "with") re-registers
+             * through its heartbeat; the leader just waits a little. */
+            if (!field || strcmp(field, "with") != 0)
+                w->registered = false;
             pause_ms = 200;
         } else {
             errors++;
@@ -127,7 +273,6 @@ void *poller_main(void *arg)
         }
         pthread_mutex_unlock(&w->mu);
         json_decref(answer);
-        worker_wake(w);
         if (status == 404)
             monitor_kick(a);
         pthread_mutex_lock(&w->mu);

@@ -1327,8 +1327,10 @@ int json_parse_deregister(const char *body, size_t len, struct agent_msg *out,
 
 void json_render_assignment(struct buf *out, const struct job_rec *j)
 {
-    buf_printf(out, "{\"job_id\":\"%llu\",\"attempt\":%d,\"capability\":",
+    buf_printf(out, "{\"job_id\":\"%llu\",\"attempt\":%d,\"worker_id\":",
                (unsigned long long)j->id, j->lc.attempt);
+    json_put_string(out, j->lc.worker);
+    buf_puts(out, ",\"capability\":");
     json_put_string(out, j->capability);
     buf_puts(out, ",\"model\":");
     json_put_string(out, j->model);

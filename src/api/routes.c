@@ -7,6 +7,7 @@
  * render the answer. Errors always have the shape {"error":{"code","message","field"}}. */
 #include "api/routes.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -261,6 +262,7 @@ struct later {
     struct admin_answer admin; /* tenant / worker-token adds; its secret wiped at free */
     struct buf body;       /* pre-rendered answer (agent polls) */
     char worker[SCHED_NAME_MAX]; /* the polling agent's worker_id (its 404) */
+    const char *field;     /* the poll's 404: the parameter naming that worker */
     struct long_poll *poll; /* a job's long-poll, answered through this (one ref) */
 };
 
@@ -1153,8 +1155,10 @@ static void agent_register(struct ctx *c)
     head_worker_register(c->h, w);
     buf_puts(&c->resp->body, "{\"worker_id\":");
     json_put_string(&c->resp->body, w->id);
-    buf_printf(&c->resp->body, ",\"heartbeat_ms\":%d,\"ttl_ms\":%d", c->h->cfg.heartbeat_ms,
-               c->h->cfg.ttl_ms);
+    /* poll_workers: an early assignment poll may name this many workers
+     * (?with=), so an agent asks for several GPUs in one request. */
+    buf_printf(&c->resp->body, ",\"heartbeat_ms\":%d,\"ttl_ms\":%d,\"poll_workers\":%d",
+               c->h->cfg.heartbeat_ms, c->h->cfg.ttl_ms, DISPATCH_POLL_WORKERS);
     /* With preemption on, a preempted attempt's stop reaches its worker on
      * the next heartbeat: while a worker holds work, the agent beats at the
      * preemption bound (at least 20 ms, at most heartbeat_ms) so the GPU is
@@ -1233,7 +1237,7 @@ static void poll_finish(void *arg, struct http_resp *resp)
     if (l->rc == GPUQ_ENOENT) {
         struct ctx c;
         later_ctx(l, resp, &c);
-        fail(&c, 404, "not_found", "worker_id", "worker '%.64s' is not registered",
+        fail(&c, 404, "not_found", l->field, "%s: worker '%.64s' is not registered", l->field,
              l->worker);
     } else if (l->rc) {
         resp->status = 204;
@@ -1245,6 +1249,60 @@ static void poll_finish(void *arg, struct http_resp *resp)
         resp->content_type = "application/json";
     }
     later_free(l);
+}
+
+/* A worker id as registration takes it: letters, digits, '.', '_' or '-'. */
+static bool worker_id_ok(const char *id, size_t len)
+{
+    if (len == 0 || len >= SCHED_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (!isalnum((unsigned char)id[i]) && !strchr("._-", id[i]))
+            return false;
+    return true;
+}
+
+/* An early poll's ?with=ID:N,ID:N...: more workers it asks for (an agent's
+ * group poll), each with the most assignments it may take, after ws[0].
+ * Adds them to ws (*nws); false (reply sent) when malformed. */
+static bool query_with(struct ctx *c, struct dispatch_poll_worker *ws, int *nws)
+{
+    char buf[DISPATCH_POLL_WORKERS * (SCHED_NAME_MAX + 4)];
+    const char *v;
+    if (!query_get(c, "with", buf, sizeof buf, &v))
+        return false;
+    for (const char *p = v; p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *colon = memchr(p, ':', len);
+        size_t idlen = colon ? (size_t)(colon - p) : 0;
+        const char *n = colon ? colon + 1 : p + len;
+        long max = 0;
+        for (const char *d = n; d < p + len && max <= DISPATCH_POLL_MAX; d++)
+            max = isdigit((unsigned char)*d) ? max * 10 + (*d - '0') : DISPATCH_POLL_MAX + 1;
+        if (!worker_id_ok(p, idlen) || max < 1 || max > DISPATCH_POLL_MAX) {
+            fail(c, 400, "invalid_field", "with",
+                 "with: a comma-separated list of WORKER_ID:N, N in 1..%d", DISPATCH_POLL_MAX);
+            return false;
+        }
+        if (*nws == DISPATCH_POLL_WORKERS) {
+            fail(c, 400, "invalid_field", "with", "with: at most %d workers in one poll",
+                 DISPATCH_POLL_WORKERS);
+            return false;
+        }
+        struct dispatch_poll_worker *w = &ws[*nws];
+        memcpy(w->id, p, idlen);
+        w->id[idlen] = '\0';
+        w->max = (int)max;
+        for (int i = 0; i < *nws; i++)
+            if (!strcmp(ws[i].id, w->id)) {
+                fail(c, 400, "invalid_field", "with", "with: worker '%s' is named twice", w->id);
+                return false;
+            }
+        (*nws)++;
+        p = end ? end + 1 : NULL;
+    }
+    return true;
 }
 
 static void agent_assignments(struct ctx *c)
@@ -1262,16 +1320,28 @@ static void agent_assignments(struct ctx *c)
     if (!query_int(c, "wait", 0, 60, &wait) || !query_int(c, "early", 0, 1, &early) ||
         !query_int(c, "max", 1, DISPATCH_POLL_MAX, &max))
         return;
+    struct dispatch_poll_worker ws[DISPATCH_POLL_WORKERS];
+    int nws = 1;
+    snprintf(ws[0].id, sizeof ws[0].id, "%s", worker);
+    ws[0].max = (int)max;
+    if (!query_with(c, ws, &nws))
+        return;
+    if (nws > 1 && !early) {
+        fail(c, 400, "invalid_field", "with", "with: only with early=1");
+        return;
+    }
     /* early=1 only from an agent that echoes the epoch: without an epoch no
      * boot can be told from another. */
     early = early && c->h->epoch[0];
     struct later *l = later_new(c);
-    snprintf(l->worker, sizeof l->worker, "%s", worker);
     l->flag = early;
     http_defer(c->req, poll_finish, l);
-    int rc = head_worker_poll(c->h, worker, clock_mono_ns() + wait * NS_PER_S, early, (int)max,
+    int unknown = 0;
+    int rc = head_worker_poll(c->h, ws, nws, clock_mono_ns() + wait * NS_PER_S, early, &unknown,
                               poll_answer, l);
     if (rc) { /* not registered: answer was not called */
+        snprintf(l->worker, sizeof l->worker, "%s", ws[unknown].id);
+        l->field = unknown ? "with" : "worker_id";
         l->rc = rc;
         http_resume(c->req);
     }

@@ -43,14 +43,15 @@ enum dmsg_kind {
  * answer goes out with the job), or waiting → abandoned (the poll timed out
  * first: the answer goes out empty). The answer callback runs exactly once. */
 struct poller {
-    char worker_id[SCHED_NAME_MAX];
+    struct dispatch_poll_worker ws[DISPATCH_POLL_WORKERS]; /* each max 1..DISPATCH_POLL_MAX */
+    int nws;
     pthread_mutex_t lock;
     int refs;
     enum { P_WAITING, P_CLAIMED, P_DONE, P_ABANDONED } state;
     void (*answer)(void *arg, int rc, const struct job_rec *recs, int n);
     void *arg;
     bool early; /* answered before the assignment is durable (dispatcher_poll) */
-    int max;    /* early: most assignments one answer carries (1..DISPATCH_POLL_MAX) */
+    bool many;  /* early and may take more than one: answered once, from copies */
     struct poller *next;
 };
 
@@ -286,13 +287,18 @@ static void poller_timeout(void *arg)
     poller_unref(p);
 }
 
-void dispatcher_poll(struct dispatcher *d, const char *worker_id, int64_t deadline_ns, bool early,
-                     int max, dispatch_answer_fn answer, void *arg)
+void dispatcher_poll(struct dispatcher *d, const struct dispatch_poll_worker *ws, int nws,
+                     int64_t deadline_ns, bool early, dispatch_answer_fn answer, void *arg)
 {
     struct poller *p = xcalloc(1, sizeof *p);
     p->early = early;
-    p->max = early && max > 1 ? (max < DISPATCH_POLL_MAX ? max : DISPATCH_POLL_MAX) : 1;
-    snprintf(p->worker_id, sizeof p->worker_id, "%s", worker_id);
+    p->nws = early ? (nws < DISPATCH_POLL_WORKERS ? nws : DISPATCH_POLL_WORKERS) : 1;
+    for (int i = 0; i < p->nws; i++) {
+        p->ws[i] = ws[i];
+        int max = early ? ws[i].max : 1;
+        p->ws[i].max = max < 1 ? 1 : max < DISPATCH_POLL_MAX ? max : DISPATCH_POLL_MAX;
+        p->many = p->many || p->ws[i].max > 1 || i > 0;
+    }
     pthread_mutex_init(&p->lock, NULL);
     p->refs = 2;
     p->state = P_WAITING;
@@ -366,21 +372,22 @@ static struct breaker *breaker_of(struct dispatcher *d, const char *worker_id);
 static void refresh_worker(struct dispatcher *d, const char *id, int64_t now);
 static void publish_capacity(struct dispatcher *d);
 
-static bool assign(struct dispatcher *d, struct poller *p, uint64_t job_id, struct job_rec *copy)
+static bool assign(struct dispatcher *d, struct poller *p, const char *worker_id, uint64_t job_id,
+                   struct job_rec *copy)
 {
     struct head *h = d->h;
     bool ok = false;
     jobs_lock(h->jobs);
     struct hjob *j = jobs_find(h->jobs, job_id);
     struct lc_now now = {clock_mono_ns(), clock_wall_ms()};
-    if (j && lc_assign_in(&h->cfg.lifecycle, &j->rec.lc, p->worker_id, h->boot_epoch, now) == 0) {
+    if (j && lc_assign_in(&h->cfg.lifecycle, &j->rec.lc, worker_id, h->boot_epoch, now) == 0) {
         j->rec.phase = PHASE_ASSIGNED;
         j->rec.progress = 0;
         j->rec.started_ms = now.wall_ms;
         metrics_job_assigned(&j->rec, now.wall_ms);
         jobs_retrack(h->jobs, j);
-        registry_inflight(h->registry, p->worker_id, +1);
-        breaker_assigned(breaker_of(d, p->worker_id));
+        registry_inflight(h->registry, worker_id, +1);
+        breaker_assigned(breaker_of(d, worker_id));
         struct assign_op *a = xcalloc(1, sizeof *a);
         a->rec = j->rec;
         a->rec.params_json = xstrdup(j->rec.params_json ? j->rec.params_json : "{}");
@@ -400,7 +407,7 @@ static bool assign(struct dispatcher *d, struct poller *p, uint64_t job_id, stru
              * outcome of it can reach the committer ahead of it. Traced now,
              * in its place among the job's steps: the commit may come after
              * the job's own result. */
-            trace_assigned(j->rec.id, p->worker_id, j->rec.lc.attempt, now.wall_ms);
+            trace_assigned(j->rec.id, worker_id, j->rec.lc.attempt, now.wall_ms);
             if (copy)
                 job_rec_copy(copy, &a->rec);
             else
@@ -442,6 +449,43 @@ static void readd(struct dispatcher *d, uint64_t job_id, int64_t now)
         sched_job_add(d->sched, &spec, now);
 }
 
+/* Takes what the scheduler placed on one of a poll's workers, up to its max
+ * (and the answer's room): a poll taking one is answered by assign(), one
+ * that may take several (p->many) gathers copies into got. Returns how many
+ * it took; *gone when the poll gave up meanwhile. */
+static int serve_worker(struct dispatcher *d, struct poller *p,
+                        const struct dispatch_poll_worker *w, struct job_rec *got, int room,
+                        int64_t now, bool *gone)
+{
+    int taken = 0;
+    uint64_t job_id;
+    while (taken < w->max && taken < room && sched_take(d->sched, w->id, now, &job_id) == 0) {
+        pthread_mutex_lock(&p->lock);
+        bool claimed = p->state == P_CLAIMED;
+        if (p->state != P_WAITING && !(claimed && p->many)) {
+            pthread_mutex_unlock(&p->lock);
+            /* The poll gave up just now: put the job back. */
+            sched_job_finished(d->sched, job_id, false, 0, 0, now);
+            readd(d, job_id, now);
+            *gone = true;
+            break;
+        }
+        p->state = P_CLAIMED;
+        pthread_mutex_unlock(&p->lock);
+        if (assign(d, p, w->id, job_id, p->many ? &got[taken] : NULL)) {
+            taken++;
+            struct breaker *b = hashmap_get_str(&d->breakers, w->id);
+            if (b && b->state == BREAKER_HALF_OPEN)
+                refresh_worker(d, w->id, now); /* the probe holds its one slot */
+        } else if (!claimed) {
+            pthread_mutex_lock(&p->lock);
+            p->state = P_WAITING;
+            pthread_mutex_unlock(&p->lock);
+        }
+    }
+    return taken;
+}
+
 /* Serves waiting pollers that have work. */
 static void serve_pollers(struct dispatcher *d, int64_t now)
 {
@@ -455,44 +499,24 @@ static void serve_pollers(struct dispatcher *d, int64_t now)
             poller_unref(p);
             continue;
         }
-        bool served = false;
-        uint64_t job_id;
-        /* An early poll asking for several takes what the scheduler placed
-         * on its worker, up to its max, and is answered once with them. */
+        /* A poll that may take several (an early one asking for more than
+         * one, or naming several workers) takes what the scheduler placed on
+         * each of its workers, up to each one's max, and is answered once
+         * with all of them. */
         struct job_rec got[DISPATCH_POLL_MAX];
         int ngot = 0;
-        while (!served && ngot < p->max && sched_take(d->sched, p->worker_id, now, &job_id) == 0) {
-            pthread_mutex_lock(&p->lock);
-            if (p->state != P_WAITING && !(p->state == P_CLAIMED && ngot > 0)) {
-                pthread_mutex_unlock(&p->lock);
-                /* The poll gave up just now: put the job back. */
-                sched_job_finished(d->sched, job_id, false, 0, 0, now);
-                readd(d, job_id, now);
+        bool gone = false;
+        for (int i = 0; i < p->nws && !gone && ngot < DISPATCH_POLL_MAX; i++) {
+            ngot += serve_worker(d, p, &p->ws[i], got + ngot, DISPATCH_POLL_MAX - ngot, now, &gone);
+            if (!p->many && ngot > 0)
                 break;
-            }
-            p->state = P_CLAIMED;
-            pthread_mutex_unlock(&p->lock);
-            if (assign(d, p, job_id, p->max > 1 ? &got[ngot] : NULL)) {
-                if (p->max > 1)
-                    ngot++;
-                else
-                    served = true;
-                struct breaker *b = hashmap_get_str(&d->breakers, p->worker_id);
-                if (b && b->state == BREAKER_HALF_OPEN)
-                    refresh_worker(d, p->worker_id, now); /* the probe holds its one slot */
-            } else if (ngot == 0) {
-                pthread_mutex_lock(&p->lock);
-                p->state = P_WAITING;
-                pthread_mutex_unlock(&p->lock);
-            }
         }
-        if (ngot > 0) {
+        if (p->many && ngot > 0) {
             poller_finish(p, 0, got, ngot);
             for (int i = 0; i < ngot; i++)
                 job_rec_free_fields(&got[i]);
-            served = true;
         }
-        if (served) {
+        if (ngot > 0) {
             /* Answered (early), or the committer's callback now holds the
              * dispatcher's reference. */
             *pp = p->next;

@@ -60,8 +60,16 @@ void dispatcher_worker_update(struct dispatcher *d, const char *worker_id);
 /* The worker left (deregistered): placed jobs go back to the queue, running ones are re-queued. */
 void dispatcher_worker_remove(struct dispatcher *d, const char *worker_id);
 
-/* Most assignments one early poll is answered with. */
+/* Most assignments one early poll is answered with, and most workers it
+ * may name (an agent's group poll). */
 #define DISPATCH_POLL_MAX 16
+#define DISPATCH_POLL_WORKERS 16
+
+/* A worker an agent's poll asks for, and the most assignments it may take. */
+struct dispatch_poll_worker {
+    char id[SCHED_NAME_MAX];
+    int max;
+};
 
 /* An agent's long-poll: answer(arg, 0, recs, 1) once the worker has a
  * durable assignment, or answer(arg, GPUQ_EAGAIN, NULL, 0) at deadline_ns
@@ -69,11 +77,14 @@ void dispatcher_worker_remove(struct dispatcher *d, const char *worker_id);
  * timer thread; recs are valid during the call only. early: answer as soon as
  * the assignment is made and queued for commit, without waiting for it to be
  * durable (from the dispatcher thread) — only for agents that echo the head's
- * epoch on every outcome (see struct head); such a poll takes up to max
- * (1..DISPATCH_POLL_MAX) of what the scheduler placed on the worker at once. */
+ * epoch on every outcome (see struct head). An early poll may name several
+ * workers (1..DISPATCH_POLL_WORKERS; without early only ws[0] counts, max 1):
+ * it is answered once any of them has work, with what the scheduler has
+ * placed on each at that moment, up to its max and DISPATCH_POLL_MAX in all;
+ * each rec names its worker (rec.lc.worker). */
 typedef void (*dispatch_answer_fn)(void *arg, int rc, const struct job_rec *recs, int n);
-void dispatcher_poll(struct dispatcher *d, const char *worker_id, int64_t deadline_ns, bool early,
-                     int max, dispatch_answer_fn answer, void *arg);
+void dispatcher_poll(struct dispatcher *d, const struct dispatch_poll_worker *ws, int nws,
+                     int64_t deadline_ns, bool early, dispatch_answer_fn answer, void *arg);
 
 /* The core's ETA of a queued or running job (sched_job_eta): seconds from now;
  * start_s < 0 when no GPU can take it now, with why (sched_job_parked; size

@@ -123,11 +123,16 @@ static struct family f_commit = {
 static struct family f_batch = {
     "gpuq_store_commit_batch_size", "Operations per group commit.", FAM_HISTOGRAM, 0, {0},
     batch_bounds, NB(batch_bounds), 1, NULL};
+static struct family f_poll = {
+    "gpuq_agent_poll_workers",
+    "Workers one agent's assignment poll asked for (a group poll: several).",
+    FAM_HISTOGRAM, 0, {0}, batch_bounds, NB(batch_bounds), 1, NULL};
 
 /* In the order they are rendered. */
 static struct family *const event_families[] = {
     &f_submitted, &f_finished, &f_latency, &f_wait, &f_run, &f_failures, &f_retries, &f_dead,
     &f_429, &f_eta, &f_decision, &f_loads, &f_warm, &f_evictions, &f_commit, &f_batch,
+    &f_poll,
 };
 
 /* The family's series table, allocated on first use. */
@@ -220,6 +225,11 @@ void metrics_count_429(enum job_lane lane)
 {
     const char *v[] = {job_lane_name(lane)};
     count(&f_429, v, 1);
+}
+
+void metrics_agent_poll(int workers)
+{
+    observe_n(&f_poll, no_labels, workers, 1);
 }
 
 void metrics_job_submitted(const struct job_rec *r)

@@ -37,6 +37,9 @@ void metrics_eta_error(double err_s);
 void metrics_decisions(int placed, int64_t ns);
 void metrics_placement(bool warm, int evictions);
 
+/* An agent's assignment poll asked for this many workers. */
+void metrics_agent_poll(int workers);
+
 /* Store: a group commit of n operations took ns (committer thread). */
 void metrics_store_commit(void *arg, int n, int64_t ns);
 

@@ -13,6 +13,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "head/dispatch.h"
+#include "head/metrics.h"
 #include "head/ops.h"
 #include "head/tenants.h"
 
@@ -51,15 +52,21 @@ bool head_readiness(struct head *h, char *reason, size_t size)
 /* head_worker_register and head_worker_heartbeat live in head.c: they
  * reconcile the worker's report and incarnation with the jobs' lifecycle. */
 
-int head_worker_poll(struct head *h, const char *worker_id, int64_t deadline_ns, bool early,
-                     int max, dispatch_answer_fn answer, void *arg)
+int head_worker_poll(struct head *h, const struct dispatch_poll_worker *ws, int nws,
+                     int64_t deadline_ns, bool early, int *unknown, dispatch_answer_fn answer,
+                     void *arg)
 {
     struct worker_rec *w = xcalloc(1, sizeof *w);
-    int rc = registry_get(h->registry, worker_id, w);
+    int rc = 0;
+    for (int i = 0; i < nws && !rc; i++) {
+        rc = registry_get(h->registry, ws[i].id, w);
+        *unknown = i;
+    }
     free(w);
     if (rc)
         return GPUQ_ENOENT;
-    dispatcher_poll(h->disp, worker_id, deadline_ns, early, max, answer, arg);
+    metrics_agent_poll(nws);
+    dispatcher_poll(h->disp, ws, nws, deadline_ns, early, answer, arg);
     return 0;
 }
 

@@ -31,10 +31,11 @@ void head_worker_register(struct head *h, const struct worker_rec *w);
  * and the attempts to cancel (at most REG_MAX_CANCELS). */
 int head_worker_heartbeat(struct head *h, const struct worker_rec *hb, bool *drain,
                           struct reg_attempt *cancels, int *ncancels);
-/* The agent's long-poll (see dispatcher_poll): GPUQ_ENOENT at once (answer not
- * called) for a worker not registered. */
-int head_worker_poll(struct head *h, const char *worker_id, int64_t deadline_ns, bool early,
-                     int max, dispatch_answer_fn answer, void *arg);
+/* The agent's long-poll for ws[0..nws) (see dispatcher_poll): GPUQ_ENOENT at
+ * once (answer not called) when one is not registered, *unknown its index. */
+int head_worker_poll(struct head *h, const struct dispatch_poll_worker *ws, int nws,
+                     int64_t deadline_ns, bool early, int *unknown, dispatch_answer_fn answer,
+                     void *arg);
 int head_worker_deregister(struct head *h, const char *worker_id);
 /* The admin asks a worker to drain (told to its agent in heartbeat answers). */
 int head_worker_drain(struct head *h, const char *worker_id);

@@ -219,6 +219,46 @@ def test_agent_200_mixed_jobs_all_valid_png(cluster):
     wait_until(hits, 10, "over 150 model-cache hits reported by heartbeats")
 
 
+def agent_polls(head):
+    """(polls, workers they named, polls that named one) from the head's /metrics."""
+    text = head.admin().get("/metrics").body.decode()
+
+    def val(pattern):
+        m = re.search(pattern, text, re.M)
+        return int(float(m.group(1))) if m else 0
+
+    return (val(r"^gpuq_agent_poll_workers_count (\S+)$"),
+            val(r"^gpuq_agent_poll_workers_sum (\S+)$"),
+            val(r'^gpuq_agent_poll_workers_bucket\{le="1"\} (\S+)$'))
+
+
+def test_agent_workers_freed_together_ask_for_work_in_one_poll(cluster):
+    head, make_agent = cluster
+    agent = make_agent("group", gpus=4)
+    agent.wait_ready()
+    c = head.client(head.add_tenant("group"))
+    polls0, named0, single0 = agent_polls(head)
+    # A backlog (one batch of jobs): each GPU takes its next job as soon as its
+    # result is in.
+    r = c.post("/v1/batches", {"jobs": [
+        {"capability": "image.fast",
+         "params": {"prompt": f"g{i}", "width": 64, "height": 64, "sim_ms": 0}}
+        for i in range(200)]})
+    assert r.status == 201, r
+    ids = [j["id"] for j in r.json()["jobs"]]
+    # Each assignment reached the worker the head gave it to: a report from
+    # any other would be fenced off and the job run again.
+    for jid in ids:
+        j = wait_job(c, jid, 60)
+        assert j["state"] == "succeeded" and j["attempt"] == 1, j
+    assert len({c.get(f"/v1/jobs/{jid}").json()["worker_id"] for jid in ids}) >= 2
+    polls, named, single = (x - x0 for x, x0 in zip(agent_polls(head), (polls0, named0, single0)))
+    # Workers whose results left in one batch asked for their next jobs in
+    # one poll: fewer polls than jobs, and some named several GPUs.
+    assert 0 < polls < len(ids), (polls, named, single)
+    assert single < polls and named > polls, (polls, named, single)
+
+
 def test_agent_second_job_for_warm_model_goes_to_the_gpu_that_holds_it(cluster):
     head, make_agent = cluster
     agent = make_agent("warm")

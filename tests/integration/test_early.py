@@ -333,6 +333,69 @@ def test_plain_poll_takes_one_whatever_max_says(head_factory):
 
 
 
+def test_one_early_poll_asks_for_several_workers_and_names_each_ones_jobs(head_factory):
+    head = head_factory(HEAD_CONFIG)
+    c = head.client(head.add_tenant("acme"))
+    tok = head.add_worker_token()
+    # The poll's first worker cannot run the jobs; the two it names beside it can.
+    lead = FakeWorker(head, tok, worker_id="box-gpu0", capabilities=("upscale",))
+    assert lead.register()["poll_workers"] >= 3
+    assert lead.heartbeat().status == 200
+    w1 = FakeWorker(head, tok, worker_id="box-gpu1").start()
+    w2 = FakeWorker(head, tok, worker_id="box-gpu2").start()
+    jobs = sorted(submit(c, JOB)["id"] for _ in range(2))
+    r = lead.c.get("/v1/agent/assignments?worker_id=box-gpu0&wait=5&early=1"
+                   "&with=box-gpu1:1,box-gpu2:1")
+    assert r.status == 200, r
+    got = r.json()["assignments"]
+    epoch = r.json()["epoch"]
+    # One answer carries both, one for each worker it names.
+    assert sorted(a["job_id"] for a in got) == jobs, got
+    assert sorted(a["worker_id"] for a in got) == ["box-gpu1", "box-gpu2"], got
+    by_id = {"box-gpu1": w1, "box-gpu2": w2}
+    for a in got:
+        j = c.get(f"/v1/jobs/{a['job_id']}").json()
+        assert j["state"] == "running" and j["worker_id"] == a["worker_id"], j
+        # Fenced by the worker it names: the poll's first worker cannot report it.
+        assert complete(lead, a, epoch).status == 409
+        assert complete(by_id[a["worker_id"]], a, epoch).status == 200
+        assert c.get(f"/v1/jobs/{a['job_id']}").json()["state"] == "succeeded"
+    # Nothing left: the poll waits its time out and answers 204.
+    r = lead.c.get("/v1/agent/assignments?worker_id=box-gpu0&wait=1&early=1"
+                   "&with=box-gpu1:1,box-gpu2:1")
+    assert r.status == 204, r
+    metrics = head.admin().get("/metrics").body.decode()
+    assert re.search(r"^gpuq_agent_poll_workers_count 2$", metrics, re.M), metrics
+    assert re.search(r"^gpuq_agent_poll_workers_sum 6$", metrics, re.M), metrics
+
+
+def test_group_poll_refuses_a_malformed_or_unknown_with_and_assigns_nothing(head_factory):
+    head = head_factory(HEAD_CONFIG)
+    c = head.client(head.add_tenant("acme"))
+    tok = head.add_worker_token()
+    lead = FakeWorker(head, tok, worker_id="box-gpu0", capabilities=("upscale",)).start()
+    FakeWorker(head, tok, worker_id="box-gpu1").start()
+    job = submit(c, JOB)["id"]
+    base = "/v1/agent/assignments?worker_id=box-gpu0&wait=1"
+    for query, status in [
+            ("&with=box-gpu1:1", 400),                  # only an early poll names others
+            ("&early=1&with=box-gpu1", 400),            # no slot count
+            ("&early=1&with=box-gpu1:0", 400),
+            ("&early=1&with=box-gpu1:17", 400),
+            ("&early=1&with=box-gpu1:x", 400),
+            ("&early=1&with=box%20gpu1:1", 400),        # not a worker id
+            ("&early=1&with=box-gpu1:1,", 400),         # an empty entry
+            ("&early=1&with=box-gpu1:1,box-gpu1:1", 400),
+            ("&early=1&with=" + ",".join(f"w{i}:1" for i in range(16)), 400),  # 17 in all
+            ("&early=1&with=box-gpu9:1", 404)]:         # not registered
+        r = lead.c.get(base + query)
+        assert r.status == status, (query, r)
+        assert r.json()["error"]["field"] == "with", (query, r.json())
+    assert c.get(f"/v1/jobs/{job}").json()["state"] == "queued"
+    metrics = head.admin().get("/metrics").body.decode()
+    assert not re.search(r"^gpuq_agent_poll_workers_count [1-9]", metrics, re.M), metrics
+
+
 def lock_store(head):
     """Holds the store's write lock: the head's commits wait behind it (its
     busy timeout is 5 s), so an assignment made now is not stored when the

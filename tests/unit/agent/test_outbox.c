@@ -382,6 +382,59 @@ static void test_outcomes_for_worker(void **state)
     outbox_fini(&ob);
 }
 
+/* The on-send hook's view: how often it ran and whether worker "a" still had
+ * an unsent outcome when it did. */
+struct hook_view {
+    struct outbox *ob;
+    int calls;
+    bool a_unsent;
+};
+
+static void on_send_hook(void *arg)
+{
+    struct hook_view *v = arg;
+    v->calls++;
+    v->a_unsent = outbox_unsent_for(v->ob, "a");
+}
+
+/* A worker's outcome is unsent until its first try; the hook runs once the
+ * outcome is on its way (marked sending) and before the request; progress
+ * neither counts nor calls it. */
+static void test_unsent_until_first_try_and_the_send_hook(void **state)
+{
+    (void)state;
+    struct script s;
+    script_init(&s, 200);
+    script_add(&s, 0, 200);       /* a's progress */
+    script_add(&s, GPUQ_EIO, 0);  /* a's failure: no answer */
+    struct outbox ob;
+    outbox_init(&ob, 8, 1 << 20, 200, 5000, scripted_send, &s);
+    struct hook_view v = {.ob = &ob};
+    outbox_set_on_send(&ob, on_send_hook, &v);
+    outbox_put_progress(&ob, "a", "1", 1, NULL, "generating", 0.5, "", 0);
+    assert_false(outbox_unsent_for(&ob, "a"));
+    outbox_put_fail(&ob, "a", "2", 1, NULL, "oom", "", 0);
+    outbox_put_progress(&ob, "b", "3", 1, NULL, "generating", 0.5, "", 0);
+    assert_true(outbox_unsent_for(&ob, "a"));
+    assert_false(outbox_unsent_for(&ob, "b"));
+    bool tried;
+    outbox_step(&ob, 0, &tried); /* a's progress: no hook */
+    assert_true(tried);
+    assert_int_equal(v.calls, 0);
+    outbox_step(&ob, 0, &tried); /* a's failure, unanswered: kept for a retry */
+    assert_true(tried);
+    assert_int_equal(v.calls, 1);
+    assert_false(v.a_unsent);
+    assert_int_equal(outbox_outcomes_for(&ob, "a", NULL, NULL, 0), 1);
+    assert_false(outbox_unsent_for(&ob, "a")); /* tried once: no longer unsent */
+    outbox_step(&ob, 0, &tried); /* b's progress */
+    assert_int_equal(v.calls, 1);
+    outbox_step(&ob, 200 * MS, &tried); /* the retry, delivered */
+    assert_int_equal(v.calls, 2);
+    assert_int_equal(outbox_outcomes_for(&ob, "a", NULL, NULL, 0), 0);
+    outbox_fini(&ob);
+}
+
 /* A sender that blocks until released, to look at the outbox mid-send. */
 struct gate {
     pthread_mutex_t mu;
@@ -641,6 +694,7 @@ int main(void)
         cmocka_unit_test(test_progress_coalesced_and_dropped),
         cmocka_unit_test(test_full_by_count_and_bytes_never_refuses),
         cmocka_unit_test(test_outcomes_for_worker),
+        cmocka_unit_test(test_unsent_until_first_try_and_the_send_hook),
         cmocka_unit_test(test_thread_put_never_waits_for_a_slow_send),
         cmocka_unit_test(test_batch_one_request_per_item_verdicts),
         cmocka_unit_test(test_batch_unknown_to_head_falls_back_to_single),
