@@ -61,11 +61,17 @@ static bool joinable_locked(struct agent *a, const struct worker *v)
 }
 
 /* Wakes the first worker that may poll now, from index `from` on (it then
- * gathers the others). */
+ * gathers the others). Only workers whose poller waits are looked at: one
+ * that does not will poll by itself. No wake is lost: a poller sets
+ * poll_waiting before it asks the outbox whether its result has left, under
+ * the outbox's lock, which the outbox also held to mark that result sent
+ * before its hook comes here. */
 static void wake_one(struct agent *a, int from)
 {
     for (int i = from; i < a->nworkers; i++) {
         struct worker *v = a->workers[i];
+        if (!atomic_load(&v->poll_waiting))
+            continue;
         pthread_mutex_lock(&v->mu);
         bool can = joinable_locked(a, v);
         if (can)
@@ -74,6 +80,17 @@ static void wake_one(struct agent *a, int from)
         if (can)
             return;
     }
+}
+
+void poller_slot_freed_locked(struct worker *w)
+{
+    struct agent *a = w->agent;
+    if (grouped(a) && may_poll_locked(w)) {
+        atomic_store(&w->poll_waiting, true); /* before the outbox is asked (see wake_one) */
+        if (outbox_unsent_for(&a->outbox, w->id))
+            return;
+    }
+    pthread_cond_broadcast(&w->cv);
 }
 
 /* The outbox's hook: results are leaving, so workers that waited for theirs
@@ -99,7 +116,7 @@ static void gather(struct agent *a, struct group *g)
     int i = 0;
     for (; i < a->nworkers && g->n < most && g->n < GPU_MAX; i++) {
         struct worker *v = a->workers[i];
-        if (v == g->w[0])
+        if (v == g->w[0] || !atomic_load(&v->poll_waiting))
             continue;
         pthread_mutex_lock(&v->mu);
         if (joinable_locked(a, v)) {
@@ -147,28 +164,29 @@ static void deliver(struct group *g, json_t *list)
     json_t *item;
     json_array_foreach(list, k, item)
     {
-        if (!json_is_object(item))
-            continue;
-        int m = member_of(g, item);
-        if (m < 0) {
+        if (json_is_object(item) && member_of(g, item) < 0)
             log_warn(MOD, "worker %s: the head's answer names worker %s, not in the poll; ignored",
                      g->w[0]->id, json_string_value(json_object_get(item, "worker_id")));
-            continue;
-        }
-        struct worker *v = g->w[m];
-        pthread_mutex_lock(&v->mu);
-        json_array_append(v->pending, item);
-        v->held++;
-        pthread_mutex_unlock(&v->mu);
     }
     for (int i = 0; i < g->n; i++) {
         struct worker *v = g->w[i];
+        int got = 0;
         pthread_mutex_lock(&v->mu);
+        json_array_foreach(list, k, item)
+        {
+            if (json_is_object(item) && member_of(g, item) == i) {
+                json_array_append(v->pending, item);
+                v->held++;
+                got++;
+            }
+        }
         v->polling = false;
-        bool has = json_array_size(v->pending) > 0;
-        pthread_cond_broadcast(&v->cv);
+        /* A member whose slots are now full need not poll: its poller
+         * waits on, and is woken when a slot frees. */
+        if (may_poll_locked(v))
+            pthread_cond_broadcast(&v->cv);
         pthread_mutex_unlock(&v->mu);
-        if (has || i == 0)
+        if (got || i == 0)
             worker_wake(v);
     }
 }
@@ -189,6 +207,8 @@ void *poller_main(void *arg)
             if (w->state == WS_DONE)
                 break;
             bool can = may_poll_locked(w);
+            /* Set before the outbox is asked (see wake_one). */
+            atomic_store(&w->poll_waiting, can);
             /* A full outbox: results wait for the head; take no new work meanwhile. */
             bool full = outbox_full(&a->outbox);
             if (can && full != said_full) {
@@ -215,6 +235,7 @@ void *poller_main(void *arg)
                 break;
             timed_wait(w, wait_ms);
         }
+        atomic_store(&w->poll_waiting, false);
         if (w->state == WS_DONE)
             break;
         struct group g = {.w = {w}, .free = {w->view.concurrency - w->held}, .n = 1};

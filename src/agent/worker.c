@@ -172,7 +172,7 @@ static void job_remove(struct worker *w, struct job *j)
         w->held--;
     json_decref(j->params);
     memset(j, 0, sizeof *j);
-    pthread_cond_broadcast(&w->cv);
+    poller_slot_freed_locked(w);
     pthread_mutex_unlock(&w->mu);
     if (succ) {
         const char *e = json_string_value(json_object_get(succ, "epoch"));

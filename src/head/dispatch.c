@@ -644,11 +644,9 @@ static void publish_capacity(struct dispatcher *d)
 
 static void refresh_worker(struct dispatcher *d, const char *id, int64_t now)
 {
-    struct worker_rec w;
-    if (registry_get(d->h->registry, id, &w))
-        return;
     struct worker_info info;
-    registry_worker_info(&w, now, &info);
+    if (registry_get_info(d->h->registry, id, now, &info))
+        return;
     struct breaker *b = hashmap_get_str(&d->breakers, id);
     if (b)
         breaker_apply(b, &info);

@@ -56,15 +56,11 @@ int head_worker_poll(struct head *h, const struct dispatch_poll_worker *ws, int 
                      int64_t deadline_ns, bool early, int *unknown, dispatch_answer_fn answer,
                      void *arg)
 {
-    struct worker_rec *w = xcalloc(1, sizeof *w);
-    int rc = 0;
-    for (int i = 0; i < nws && !rc; i++) {
-        rc = registry_get(h->registry, ws[i].id, w);
-        *unknown = i;
-    }
-    free(w);
-    if (rc)
-        return GPUQ_ENOENT;
+    for (int i = 0; i < nws; i++)
+        if (!registry_known(h->registry, ws[i].id)) {
+            *unknown = i;
+            return GPUQ_ENOENT;
+        }
     metrics_agent_poll(nws);
     dispatcher_poll(h->disp, ws, nws, deadline_ns, early, answer, arg);
     return 0;

@@ -206,6 +206,24 @@ int registry_get(struct registry *r, const char *id, struct worker_rec *out)
     return i >= 0 ? 0 : GPUQ_ENOENT;
 }
 
+bool registry_known(struct registry *r, const char *id)
+{
+    pthread_mutex_lock(&r->lock);
+    int i = find(r, id);
+    pthread_mutex_unlock(&r->lock);
+    return i >= 0;
+}
+
+int registry_get_info(struct registry *r, const char *id, int64_t now_ns, struct worker_info *out)
+{
+    pthread_mutex_lock(&r->lock);
+    int i = find(r, id);
+    if (i >= 0)
+        registry_worker_info(r->v[i], now_ns, out);
+    pthread_mutex_unlock(&r->lock);
+    return i >= 0 ? 0 : GPUQ_ENOENT;
+}
+
 int registry_list(struct registry *r, struct worker_rec *out, int max)
 {
     pthread_mutex_lock(&r->lock);

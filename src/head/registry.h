@@ -95,6 +95,11 @@ void registry_inflight(struct registry *r, const char *id, int delta);
 void registry_set_breaker(struct registry *r, const char *id, const struct breaker *b);
 /* Copies one worker out. */
 int registry_get(struct registry *r, const char *id, struct worker_rec *out);
+/* Whether the worker is registered (no copy). */
+bool registry_known(struct registry *r, const char *id);
+/* The scheduler's view of one worker (registry_worker_info, without copying
+ * the record out); GPUQ_ENOENT for an unknown worker. */
+int registry_get_info(struct registry *r, const char *id, int64_t now_ns, struct worker_info *out);
 /* Copies up to max workers; returns the count. */
 int registry_list(struct registry *r, struct worker_rec *out, int max);
 int registry_count(struct registry *r);
