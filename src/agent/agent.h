@@ -93,8 +93,8 @@ struct worker {
     bool said_drained;                          /* controller only: logged the head's drain done */
     bool registered, deregistered;              /* [mu] */
     bool polling;                               /* [mu] a long-poll is out (its own or a group's) */
-    /* Its poller waits though it may ask for work (its result has not left,
-     * or the outbox is full): set under mu, read without it by whoever would
+    /* Its poller waits though it may ask for work (its result waits behind
+     * another report, or the outbox is full): set under mu, read without it by whoever would
      * wake it or ask for it (poller.c). */
     atomic_bool poll_waiting;
     /* [mu] when the last heartbeat body was built. A heartbeat's answer
@@ -183,8 +183,8 @@ void agent_make_incarnation(char out[AGENT_INCARNATION_LEN + 1]);
 /* poller.c */
 void *poller_main(void *arg);
 /* poller_slot_freed_locked: a slot of w freed (under w->mu): wakes its
- * poller, unless it would only wait for w's result to leave (the outbox's
- * hook wakes it then). */
+ * poller, unless it would only wait for w's result to leave (it waits
+ * behind another report; the outbox's hook wakes it then). */
 void poller_slot_freed_locked(struct worker *w);
 /* poller_outbox_sent: the outbox's hook (arg: struct agent *): results are
  * leaving, so workers that waited for theirs may poll. */

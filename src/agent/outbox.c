@@ -225,15 +225,17 @@ int outbox_outcomes_for(struct outbox *ob, const char *worker_id, char (*ids)[OU
     return n;
 }
 
-bool outbox_unsent_for(struct outbox *ob, const char *worker_id)
+bool outbox_waits_behind(struct outbox *ob, const char *worker_id)
 {
-    bool found = false;
+    bool unsent = false, out = false;
     pthread_mutex_lock(&ob->mu);
-    for (struct outbox_item *it = ob->first; it && !found; it = it->next)
-        found = it->kind != OUTBOX_PROGRESS && !it->sending && it->tries == 0 &&
-                strcmp(it->worker_id, worker_id) == 0;
+    for (struct outbox_item *it = ob->first; it && !(unsent && out); it = it->next) {
+        out = out || it->sending;
+        unsent = unsent || (it->kind != OUTBOX_PROGRESS && !it->sending && it->tries == 0 &&
+                            strcmp(it->worker_id, worker_id) == 0);
+    }
     pthread_mutex_unlock(&ob->mu);
-    return found;
+    return unsent && out;
 }
 
 void outbox_stats(struct outbox *ob, struct outbox_stats *out)

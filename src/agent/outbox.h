@@ -146,8 +146,9 @@ bool outbox_full(struct outbox *ob);
  * writes up to max of their (job_id, attempt) to ids/attempts when not NULL. */
 int outbox_outcomes_for(struct outbox *ob, const char *worker_id, char (*ids)[OUTBOX_ID_MAX],
                         int64_t *attempts, int max);
-/* outbox_unsent_for: an outcome of worker_id waits that was never sent yet. */
-bool outbox_unsent_for(struct outbox *ob, const char *worker_id);
+/* outbox_waits_behind: an outcome of worker_id that was never sent waits
+ * while another report's request is out (so it leaves when that one ends). */
+bool outbox_waits_behind(struct outbox *ob, const char *worker_id);
 void outbox_stats(struct outbox *ob, struct outbox_stats *out);
 
 /* outbox_verdict: what an answer means for an outcome (progress: any answer

@@ -12,10 +12,12 @@
  * worker has a poller thread, but the one that polls first also asks, in the
  * same request (?with=), for every other worker that could poll at that
  * moment and marks them `polling`, so their own threads wait; the answer's
- * assignments go to the workers they name. A worker whose result was never
- * sent yet waits (at most GATE_MS) until the outbox sends it: the head gives
- * it no work before that result arrives anyway, and the workers freed by one
- * batch of results then poll as one. */
+ * assignments go to the workers they name. A worker whose result waits in
+ * the outbox behind another request waits too (at most GATE_MS), until the
+ * outbox sends it: the head gives it no work before that result arrives
+ * anyway, and the workers freed by one batch of results then poll as one.
+ * When the outbox is idle the result leaves at once and the worker polls at
+ * once, as without groups (one job at a time gains nothing from a wait). */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -26,7 +28,7 @@
 #include "common/log.h"
 
 #define MOD "agent"
-/* Longest a worker waits for its unsent result to leave before it polls anyway. */
+/* Longest a worker waits for its result to leave before it polls anyway. */
 #define GATE_MS 100
 
 static void timed_wait(struct worker *w, int ms)
@@ -54,10 +56,11 @@ static bool may_poll_locked(const struct worker *w)
            !w->head_drain && w->held < w->view.concurrency && !w->polling;
 }
 
-/* Whether v may join a poll now: it may poll and has no unsent result. [v->mu] */
+/* Whether v may join a poll now: it may poll and no result of it waits
+ * behind another report. [v->mu] */
 static bool joinable_locked(struct agent *a, const struct worker *v)
 {
-    return v->state != WS_DONE && may_poll_locked(v) && !outbox_unsent_for(&a->outbox, v->id);
+    return v->state != WS_DONE && may_poll_locked(v) && !outbox_waits_behind(&a->outbox, v->id);
 }
 
 /* Wakes the first worker that may poll now, from index `from` on (it then
@@ -87,7 +90,7 @@ void poller_slot_freed_locked(struct worker *w)
     struct agent *a = w->agent;
     if (grouped(a) && may_poll_locked(w)) {
         atomic_store(&w->poll_waiting, true); /* before the outbox is asked (see wake_one) */
-        if (outbox_unsent_for(&a->outbox, w->id))
+        if (outbox_waits_behind(&a->outbox, w->id))
             return;
     }
     pthread_cond_broadcast(&w->cv);
@@ -109,7 +112,8 @@ struct group {
 };
 
 /* Adds to g (after its leader) every other worker that may poll now and has
- * no unsent result, marking each as polling; up to the head's poll_workers. */
+ * no result waiting behind another report, marking each as polling; up to
+ * the head's poll_workers. */
 static void gather(struct agent *a, struct group *g)
 {
     int most = atomic_load(&a->poll_workers);
@@ -221,7 +225,7 @@ void *poller_main(void *arg)
                 said_full = full;
             }
             int wait_ms = can && full ? 100 : 1000;
-            if (can && !full && grouped(a) && outbox_unsent_for(&a->outbox, w->id)) {
+            if (can && !full && grouped(a) && outbox_waits_behind(&a->outbox, w->id)) {
                 int64_t now = clock_mono_ns();
                 if (!gated_since)
                     gated_since = now;

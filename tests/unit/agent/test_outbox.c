@@ -382,25 +382,26 @@ static void test_outcomes_for_worker(void **state)
     outbox_fini(&ob);
 }
 
-/* The on-send hook's view: how often it ran and whether worker "a" still had
- * an unsent outcome when it did. */
+/* The on-send hook's view: how often it ran, and whether the outcomes of
+ * workers "a" and "b" waited behind a request when it last did. */
 struct hook_view {
     struct outbox *ob;
     int calls;
-    bool a_unsent;
+    bool a_behind, b_behind;
 };
 
 static void on_send_hook(void *arg)
 {
     struct hook_view *v = arg;
     v->calls++;
-    v->a_unsent = outbox_unsent_for(v->ob, "a");
+    v->a_behind = outbox_waits_behind(v->ob, "a");
+    v->b_behind = outbox_waits_behind(v->ob, "b");
 }
 
-/* A worker's outcome is unsent until its first try; the hook runs once the
- * outcome is on its way (marked sending) and before the request; progress
- * neither counts nor calls it. */
-static void test_unsent_until_first_try_and_the_send_hook(void **state)
+/* An outcome never sent waits behind a request that is out; the hook runs
+ * once reports are marked as leaving and before their request; progress
+ * neither counts nor calls it; a retried outcome has left once. */
+static void test_waits_behind_and_the_send_hook(void **state)
 {
     (void)state;
     struct script s;
@@ -412,11 +413,11 @@ static void test_unsent_until_first_try_and_the_send_hook(void **state)
     struct hook_view v = {.ob = &ob};
     outbox_set_on_send(&ob, on_send_hook, &v);
     outbox_put_progress(&ob, "a", "1", 1, NULL, "generating", 0.5, "", 0);
-    assert_false(outbox_unsent_for(&ob, "a"));
     outbox_put_fail(&ob, "a", "2", 1, NULL, "oom", "", 0);
-    outbox_put_progress(&ob, "b", "3", 1, NULL, "generating", 0.5, "", 0);
-    assert_true(outbox_unsent_for(&ob, "a"));
-    assert_false(outbox_unsent_for(&ob, "b"));
+    outbox_put_fail(&ob, "b", "3", 1, NULL, "oom", "", 0);
+    /* Nothing is out: each would leave at once. */
+    assert_false(outbox_waits_behind(&ob, "a"));
+    assert_false(outbox_waits_behind(&ob, "b"));
     bool tried;
     outbox_step(&ob, 0, &tried); /* a's progress: no hook */
     assert_true(tried);
@@ -424,13 +425,15 @@ static void test_unsent_until_first_try_and_the_send_hook(void **state)
     outbox_step(&ob, 0, &tried); /* a's failure, unanswered: kept for a retry */
     assert_true(tried);
     assert_int_equal(v.calls, 1);
-    assert_false(v.a_unsent);
+    assert_false(v.a_behind); /* it is the one leaving */
+    assert_true(v.b_behind);  /* b's waits behind it */
     assert_int_equal(outbox_outcomes_for(&ob, "a", NULL, NULL, 0), 1);
-    assert_false(outbox_unsent_for(&ob, "a")); /* tried once: no longer unsent */
-    outbox_step(&ob, 0, &tried); /* b's progress */
-    assert_int_equal(v.calls, 1);
-    outbox_step(&ob, 200 * MS, &tried); /* the retry, delivered */
+    outbox_step(&ob, 0, &tried); /* b's failure */
     assert_int_equal(v.calls, 2);
+    assert_false(v.a_behind); /* a's has left once, and is not due */
+    assert_false(v.b_behind);
+    outbox_step(&ob, 200 * MS, &tried); /* a's retry, delivered */
+    assert_int_equal(v.calls, 3);
     assert_int_equal(outbox_outcomes_for(&ob, "a", NULL, NULL, 0), 0);
     outbox_fini(&ob);
 }
@@ -694,7 +697,7 @@ int main(void)
         cmocka_unit_test(test_progress_coalesced_and_dropped),
         cmocka_unit_test(test_full_by_count_and_bytes_never_refuses),
         cmocka_unit_test(test_outcomes_for_worker),
-        cmocka_unit_test(test_unsent_until_first_try_and_the_send_hook),
+        cmocka_unit_test(test_waits_behind_and_the_send_hook),
         cmocka_unit_test(test_thread_put_never_waits_for_a_slow_send),
         cmocka_unit_test(test_batch_one_request_per_item_verdicts),
         cmocka_unit_test(test_batch_unknown_to_head_falls_back_to_single),
