@@ -186,11 +186,13 @@ static void deliver(struct group *g, json_t *list)
         }
         v->polling = false;
         /* A member whose slots are now full need not poll: its poller
-         * waits on, and is woken when a slot frees. */
+         * waits on, and is woken when a slot frees. Its controller is woken
+         * for new work, and when draining (it waits for no poll to be out). */
         if (may_poll_locked(v))
             pthread_cond_broadcast(&v->cv);
+        bool wake = got || i == 0 || v->drain;
         pthread_mutex_unlock(&v->mu);
-        if (got || i == 0)
+        if (wake)
             worker_wake(v);
     }
 }
