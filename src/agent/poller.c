@@ -60,7 +60,7 @@ static bool may_poll_locked(const struct worker *w)
  * behind another report. [v->mu] */
 static bool joinable_locked(struct agent *a, const struct worker *v)
 {
-    return v->state != WS_DONE && may_poll_locked(v) && !outbox_waits_behind(&a->outbox, v->id);
+    return may_poll_locked(v) && !outbox_waits_behind(&a->outbox, v->id);
 }
 
 /* Wakes the first worker that may poll now, from index `from` on (it then

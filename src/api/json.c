@@ -265,7 +265,7 @@ static int check_keys(json_t *obj, const char *const *allowed, const char *prefi
     return 0;
 }
 
-static bool is_name(const char *s, size_t max, bool upper_ok)
+bool json_is_name(const char *s, size_t max, bool upper_ok)
 {
     size_t n = strlen(s);
     if (n == 0 || n > max)
@@ -432,7 +432,7 @@ static int check_inputs(json_t *inputs, json_t *norm, struct api_error *err)
     json_object_foreach(inputs, k, v) {
         char field[64];
         snprintf(field, sizeof field, "params.inputs.%.32s", k);
-        if (!is_name(k, 32, false) || !isalnum((unsigned char)k[0])) {
+        if (!json_is_name(k, 32, false) || !isalnum((unsigned char)k[0])) {
             api_error_set(err, 400, "invalid_field", field,
                           "%s: an input name is 1..32 of a-z 0-9 . _ - (first a-z or 0-9)",
                           field);
@@ -654,7 +654,7 @@ int json_parse_job(const char *body, size_t len, const struct head_config *cfg,
         goto out;
     }
     const struct cap_config *cc = config_cap(cfg, cap);
-    if (!is_name(cap, 63, false) || !cc) {
+    if (!json_is_name(cap, 63, false) || !cc) {
         struct buf known;
         buf_init(&known);
         for (int i = 0; i < cfg->ncaps; i++)
@@ -669,7 +669,7 @@ int json_parse_job(const char *body, size_t len, const struct head_config *cfg,
         goto out;
     if (!model)
         model = cc->default_model;
-    if (!is_name(model, 63, true) || !config_model(cfg, model)) {
+    if (!json_is_name(model, 63, true) || !config_model(cfg, model)) {
         api_error_set(err, 400, "invalid_field", "model", "model: unknown model '%.63s'", model);
         goto out;
     }
@@ -939,7 +939,7 @@ static int parse_name_body(const char *body, size_t len, const char *const *keys
         api_error_set(err, 400, "missing_field", "name", "name: required");
         return GPUQ_EINVAL;
     }
-    if (n && !is_name(n, nsize - 1, true)) {
+    if (n && !json_is_name(n, nsize - 1, true)) {
         api_error_set(err, 400, "invalid_field", "name",
                       "name: use letters, digits, '.', '_' or '-' (1..%zu)", nsize - 1);
         return GPUQ_EINVAL;
@@ -997,7 +997,7 @@ static int agent_common(json_t *root, char *worker_id, struct api_error *err)
     rc = get_string(root, "worker_id", "worker_id", SCHED_NAME_MAX - 1, &id, err);
     if (rc < 0)
         return rc;
-    if (!rc || !is_name(id, SCHED_NAME_MAX - 1, true)) {
+    if (!rc || !json_is_name(id, SCHED_NAME_MAX - 1, true)) {
         api_error_set(err, 400, rc ? "invalid_field" : "missing_field", "worker_id",
                       "worker_id: required, letters, digits, '.', '_' or '-'");
         return GPUQ_EINVAL;
@@ -1018,7 +1018,7 @@ static int parse_caps(json_t *root, struct worker_rec *w, struct api_error *err)
     size_t i;
     json_t *v;
     json_array_foreach(caps, i, v) {
-        if (!json_is_string(v) || !is_name(json_string_value(v), SCHED_NAME_MAX - 1, false)) {
+        if (!json_is_string(v) || !json_is_name(json_string_value(v), SCHED_NAME_MAX - 1, false)) {
             api_error_set(err, 400, "invalid_field", "capabilities",
                           "capabilities[%zu]: must be a capability name", i);
             return GPUQ_EINVAL;
@@ -1052,7 +1052,7 @@ static int parse_models(json_t *arr, const char *field, struct worker_rec *w, bo
         const char *name = NULL, *cls = NULL;
         long long vram = 0, load = 0, ago = 0;
         if (get_string(m, "name", f, SCHED_NAME_MAX - 1, &name, err) <= 0 ||
-            !is_name(name, SCHED_NAME_MAX - 1, true)) {
+            !json_is_name(name, SCHED_NAME_MAX - 1, true)) {
             api_error_set(err, 400, "invalid_field", f, "%s.name: required model name", f);
             return GPUQ_EINVAL;
         }

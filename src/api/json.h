@@ -12,6 +12,10 @@
 #include "head/registry.h"
 #include "store/records.h"
 
+/* json_is_name: 1..max of lowercase letters, digits, '.', '_' or '-' (and
+ * uppercase when upper_ok) — the names of capabilities, models, workers. */
+bool json_is_name(const char *s, size_t max, bool upper_ok);
+
 struct api_error {
     int status;              /* HTTP status */
     const char *code;        /* invalid_json, invalid_field, unknown_field, missing_field … */

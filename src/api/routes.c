@@ -1251,17 +1251,6 @@ static void poll_finish(void *arg, struct http_resp *resp)
     later_free(l);
 }
 
-/* A worker id as registration takes it: letters, digits, '.', '_' or '-'. */
-static bool worker_id_ok(const char *id, size_t len)
-{
-    if (len == 0 || len >= SCHED_NAME_MAX)
-        return false;
-    for (size_t i = 0; i < len; i++)
-        if (!isalnum((unsigned char)id[i]) && !strchr("._-", id[i]))
-            return false;
-    return true;
-}
-
 /* An early poll's ?with=ID:N,ID:N...: more workers it asks for (an agent's
  * group poll), each with the most assignments it may take, after ws[0].
  * Adds them to ws (*nws); false (reply sent) when malformed. */
@@ -1280,19 +1269,20 @@ static bool query_with(struct ctx *c, struct dispatch_poll_worker *ws, int *nws)
         long max = 0;
         for (const char *d = n; d < p + len && max <= DISPATCH_POLL_MAX; d++)
             max = isdigit((unsigned char)*d) ? max * 10 + (*d - '0') : DISPATCH_POLL_MAX + 1;
-        if (!worker_id_ok(p, idlen) || max < 1 || max > DISPATCH_POLL_MAX) {
-            fail(c, 400, "invalid_field", "with",
-                 "with: a comma-separated list of WORKER_ID:N, N in 1..%d", DISPATCH_POLL_MAX);
-            return false;
-        }
         if (*nws == DISPATCH_POLL_WORKERS) {
             fail(c, 400, "invalid_field", "with", "with: at most %d workers in one poll",
                  DISPATCH_POLL_WORKERS);
             return false;
         }
+        /* A worker id as registration takes it (json_is_name). */
         struct dispatch_poll_worker *w = &ws[*nws];
-        memcpy(w->id, p, idlen);
-        w->id[idlen] = '\0';
+        snprintf(w->id, sizeof w->id, "%.*s", (int)(idlen < sizeof w->id ? idlen : 0), p);
+        if (!json_is_name(w->id, SCHED_NAME_MAX - 1, true) || max < 1 ||
+            max > DISPATCH_POLL_MAX) {
+            fail(c, 400, "invalid_field", "with",
+                 "with: a comma-separated list of WORKER_ID:N, N in 1..%d", DISPATCH_POLL_MAX);
+            return false;
+        }
         w->max = (int)max;
         for (int i = 0; i < *nws; i++)
             if (!strcmp(ws[i].id, w->id)) {
