@@ -59,6 +59,7 @@ void config_defaults(struct head_config *cfg)
     cfg->max_connections = 1024;
     cfg->http_threads = 2;
     cfg->cpu = -1;
+    cfg->sched_batch = 1;
     cfg->connection_timeout_s = 30;
     cfg->max_connections_per_address = 64;
     cfg->header_timeout_s = 10;
@@ -156,6 +157,7 @@ static const struct key_def keys[] = {
     K_INT("server", "max_connections", max_connections, 4, 100000),
     K_INT("server", "threads", http_threads, 1, 64),
     K_INT("server", "cpu", cpu, -1, 4095),
+    K_CHOICE("server", "sched_batch", sched_batch, "true", "false"),
     K_INT("server", "connection_timeout_s", connection_timeout_s, 1, 3600),
     K_INT("server", "max_connections_per_address", max_connections_per_address, 0, 100000),
     K_INT("server", "header_timeout_s", header_timeout_s, 1, 3600),

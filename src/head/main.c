@@ -78,6 +78,12 @@ int main(int argc, char **argv)
             return 1;
         }
     }
+    /* Also before any thread. A woken SCHED_BATCH thread does not preempt the
+     * one that woke it: a commit's waker finishes its batch instead of
+     * bouncing to the dispatcher or an event loop and back (docs/configuration.md). */
+    if (h.cfg.sched_batch && sched_setscheduler(0, SCHED_BATCH, &(struct sched_param){0}))
+        log_warn(MOD, "server.sched_batch: gpuqd stays under the normal policy (%s)",
+                 strerror(errno));
 
     if (datadir_admin_key(h.cfg.data_dir, h.admin_hash, err, sizeof err)) {
         log_error(MOD, "%s", err);

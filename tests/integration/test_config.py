@@ -113,6 +113,36 @@ def test_cpu_runs_every_thread_on_that_cpu(head_factory):
         assert allowed == [str(cpu)], (t, allowed)
 
 
+def thread_policies(pid):
+    """{thread name: scheduling policy} of every thread of pid."""
+    out = {}
+    for t in os.listdir("/proc/%d/task" % pid):
+        with open("/proc/%d/task/%s/comm" % (pid, t)) as f:
+            out.setdefault(f.read().strip(), set()).add(os.sched_getscheduler(int(t)))
+    return out
+
+
+def test_sched_batch_puts_every_thread_under_sched_batch_unless_false(head_factory, tmp_path):
+    """By default every gpuqd thread runs under SCHED_BATCH, so a thread woken by
+    another does not preempt it (docs/configuration.md); sched_batch = false
+    leaves them all under the normal policy; a value that is neither is refused."""
+    on = head_factory(name="on")
+    off = head_factory(config_text="[server]\nsched_batch = false\n", name="off")
+    for h in (on, off):  # every thread started: a submit went through them all
+        assert h.client(h.add_tenant("acme")).post("/v1/jobs", {"capability": "bg-remove"}) \
+            .status == 201
+    want = {"gpuqd", "MHD-worker", "committer", "dispatcher", "checkpointer", "timers"}
+    for h, policy in ((on, os.SCHED_BATCH), (off, os.SCHED_OTHER)):
+        got = thread_policies(h.proc.pid)
+        assert want <= set(got), got
+        assert all(p == {policy} for p in got.values()), (policy, got)
+    path = tmp_path / "bad.conf"
+    path.write_text("[server]\nsched_batch = sometimes\n")
+    p = subprocess.run([binary("gpuqd"), "--config", str(path), "--print-config"],
+                       capture_output=True, text=True, timeout=20)
+    assert p.returncode == 2 and "server.sched_batch" in p.stderr, p.stderr
+
+
 def test_cpu_gpuqd_may_not_use_is_refused(tmp_path):
     path = tmp_path / "cpu.conf"
     path.write_text("[server]\ncpu = 4095\n")
