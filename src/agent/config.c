@@ -107,6 +107,7 @@ void agent_config_defaults(struct agent_config *cfg, const char *argv0)
     cfg->outbox_batch = true;
     cfg->early_assign = true;
     cfg->group_poll = true;
+    cfg->sched_batch = true;
     cfg->outbox_memory_bytes = 64 << 10;
     cfg->flood_bad_lines = 100;
     cfg->flood_window_ms = 1000;
@@ -254,6 +255,8 @@ static int agent_key(struct agent_config *c, const char *key, const char *value,
         SET_BOOL(c->early_assign);
     else if (strcmp(key, "group_poll") == 0)
         SET_BOOL(c->group_poll);
+    else if (strcmp(key, "sched_batch") == 0)
+        SET_BOOL(c->sched_batch);
     else if (strcmp(key, "outbox_memory_bytes") == 0)
         SET_INT(c->outbox_memory_bytes, 0, 1 << 20);
     else if (strcmp(key, "flood_bad_lines") == 0)

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdbool.h>
@@ -81,8 +82,11 @@ int runtime_spawn(const char *cmd, char *const extra_env[], struct runtime_proc 
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &defaults);
     posix_spawnattr_setpgroup(&attr, 0);
+    /* The normal policy: the agent's own (sched_batch) is for its threads. */
+    posix_spawnattr_setschedpolicy(&attr, SCHED_OTHER);
+    posix_spawnattr_setschedparam(&attr, &(struct sched_param){0});
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-                                        POSIX_SPAWN_SETPGROUP);
+                                        POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSCHEDULER);
     pid_t pid;
     int e = posix_spawn(&pid, "/bin/sh", &fa, &attr, argv, envp);
     if (e != 0) {

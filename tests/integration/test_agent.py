@@ -259,6 +259,32 @@ def test_agent_workers_freed_together_ask_for_work_in_one_poll(cluster):
     assert single < polls and named > polls, (polls, named, single)
 
 
+def policies(pids):
+    """The scheduling policies of every thread of pids."""
+    return {os.sched_getscheduler(int(t)) for p in pids for t in os.listdir(f"/proc/{p}/task")}
+
+
+def test_agent_threads_run_under_sched_batch_and_runtimes_under_the_normal_policy(cluster):
+    """sched_batch (default true) puts every agent thread under SCHED_BATCH; the
+    runtimes it starts, and every thread with sched_batch = false, run under
+    the normal policy (docs/agent-config.md)."""
+    head, make_agent = cluster
+    on, off = make_agent("batch", gpus=2), make_agent("normal", gpus=2, extra="sched_batch = false")
+    for a in (on, off):
+        a.wait_ready()
+    c = head.client(head.add_tenant("batch"))
+    for jid in [submit(c, {"capability": "image.fast", "params": {"prompt": f"b{i}", "sim_ms": 0}})["id"]
+                for i in range(4)]:
+        assert wait_job(c, jid, 30)["state"] == "succeeded"
+    for a, policy in ((on, os.SCHED_BATCH), (off, os.SCHED_OTHER)):
+        # main, monitor, outbox and a controller and poller per GPU
+        assert len(os.listdir(f"/proc/{a.proc.pid}/task")) >= 3 + 2 * a.gpus
+        assert policies([a.proc.pid]) == {policy}, a.host
+        runtimes = [p for w in a.worker_ids() for p in runtime_pids(w)]
+        assert len(runtimes) == a.gpus, (a.host, runtimes)
+        assert policies(runtimes) == {os.SCHED_OTHER}, a.host
+
+
 def test_agent_second_job_for_warm_model_goes_to_the_gpu_that_holds_it(cluster):
     head, make_agent = cluster
     agent = make_agent("warm")
