@@ -28,7 +28,10 @@ Environment: GPUQ_BUILD (default <repo>/build), PEERS_DIR (default
 <repo>/../shared/peers), PEERS_RESULTS (default $TMPDIR/gpuq-peers-results),
 GPUQ_PEER_CLIENT (lean, the default, or httplib: see gpuq_client.py),
 GPUQ_PEER_ONE_REQUEST (1, the default: the latency phase submits with
-POST /v1/jobs?wait=, one request a job; 0: submit, then GET until the end).
+POST /v1/jobs?wait=, one request a job; 0: submit, then GET until the end),
+GPUQ_PEER_HEAD_CONFIG and GPUQ_PEER_AGENT_CONFIG (a configuration file given
+to gpuqd and to the agent with --config, e.g. to measure one build with
+sched_batch = false).
 """
 import argparse
 import http.client
@@ -114,7 +117,13 @@ def commits(port, datadir):
 
 def gpuq_server_spec(port, datadir):
     return [os.path.join(BUILD, "gpuqd"), "--listen", "127.0.0.1:%d" % port,
-            "--data", datadir], DURABILITY
+            "--data", datadir] + config_args("GPUQ_PEER_HEAD_CONFIG"), DURABILITY
+
+
+def config_args(var):
+    """--config FILE when the environment names one in var."""
+    path = os.environ.get(var)
+    return ["--config", os.path.abspath(path)] if path else []
 
 
 def gpuq_worker_specs(k, port, ready_dir, tag):
@@ -123,7 +132,7 @@ def gpuq_worker_specs(k, port, ready_dir, tag):
     token = admin_post(port, datadir, "/v1/worker-tokens", {"name": "peers-" + tag})["token"]
     env = dict(os.environ, GPUQ_WORKER_TOKEN=token)
     argv = [os.path.join(BUILD, "gpuq-agent"), "--head", "http://127.0.0.1:%d" % port,
-            "--sim-gpus", str(k)]
+            "--sim-gpus", str(k)] + config_args("GPUQ_PEER_AGENT_CONFIG")
     return [("gpuq-agent-%s" % tag, argv, env)]
 
 
