@@ -31,7 +31,7 @@ GPUQ_PEER_ONE_REQUEST (1, the default: the latency phase submits with
 POST /v1/jobs?wait=, one request a job; 0: submit, then GET until the end),
 GPUQ_PEER_HEAD_CONFIG and GPUQ_PEER_AGENT_CONFIG (a configuration file given
 to gpuqd and to the agent with --config, e.g. to measure one build with
-sched_batch = false).
+sched_batch = true).
 """
 import argparse
 import http.client

@@ -107,7 +107,6 @@ void agent_config_defaults(struct agent_config *cfg, const char *argv0)
     cfg->outbox_batch = true;
     cfg->early_assign = true;
     cfg->group_poll = true;
-    cfg->sched_batch = true;
     cfg->outbox_memory_bytes = 64 << 10;
     cfg->flood_bad_lines = 100;
     cfg->flood_window_ms = 1000;

@@ -74,7 +74,7 @@ struct agent_config {
     bool outbox_batch;           /* small results delivered in batches; default true */
     bool early_assign;           /* polls with early=1 (assignments before durable); default true */
     bool group_poll;             /* one early poll asks for several workers (with=); default true */
-    bool sched_batch;            /* the agent's threads under SCHED_BATCH; default true */
+    bool sched_batch;            /* the agent's threads under SCHED_BATCH; default false */
     int64_t outbox_memory_bytes; /* results up to this size wait in memory, not a file; 65536 */
     int flood_bad_lines;         /* more bad runtime lines than this within… ; default 100 */
     int flood_window_ms;         /* …this window is a flood: kill and restart; default 1000 */

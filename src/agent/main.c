@@ -193,9 +193,8 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    /* Also before any thread: each inherits it, and a thread it wakes (the
-     * outbox, a poller, a controller) no longer preempts it. Runtimes start
-     * under the normal policy whatever the agent's (runtime.c). */
+    /* Also before any thread: each inherits it. Runtimes start under the
+     * normal policy whatever the agent's (runtime.c). */
     if (a->cfg.sched_batch && sched_setscheduler(0, SCHED_BATCH, &(struct sched_param){0}))
         log_warn(MOD, "sched_batch: the agent stays under the normal policy (%s)",
                  strerror(errno));

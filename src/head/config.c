@@ -59,7 +59,6 @@ void config_defaults(struct head_config *cfg)
     cfg->max_connections = 1024;
     cfg->http_threads = 2;
     cfg->cpu = -1;
-    cfg->sched_batch = 1;
     cfg->connection_timeout_s = 30;
     cfg->max_connections_per_address = 64;
     cfg->header_timeout_s = 10;

@@ -79,8 +79,7 @@ int main(int argc, char **argv)
         }
     }
     /* Also before any thread. A woken SCHED_BATCH thread does not preempt the
-     * one that woke it: a commit's waker finishes its batch instead of
-     * bouncing to the dispatcher or an event loop and back (docs/configuration.md). */
+     * one that woke it, nor any other process (docs/configuration.md). */
     if (h.cfg.sched_batch && sched_setscheduler(0, SCHED_BATCH, &(struct sched_param){0}))
         log_warn(MOD, "server.sched_batch: gpuqd stays under the normal policy (%s)",
                  strerror(errno));

@@ -265,11 +265,11 @@ def policies(pids):
 
 
 def test_agent_threads_run_under_sched_batch_and_runtimes_under_the_normal_policy(cluster):
-    """sched_batch (default true) puts every agent thread under SCHED_BATCH; the
-    runtimes it starts, and every thread with sched_batch = false, run under
-    the normal policy (docs/agent-config.md)."""
+    """sched_batch = true puts every agent thread under SCHED_BATCH; the runtimes
+    it starts, and every thread by default, run under the normal policy
+    (docs/agent-config.md)."""
     head, make_agent = cluster
-    on, off = make_agent("batch", gpus=2), make_agent("normal", gpus=2, extra="sched_batch = false")
+    on, off = make_agent("batch", gpus=2, extra="sched_batch = true"), make_agent("normal", gpus=2)
     for a in (on, off):
         a.wait_ready()
     c = head.client(head.add_tenant("batch"))

@@ -122,12 +122,12 @@ def thread_policies(pid):
     return out
 
 
-def test_sched_batch_puts_every_thread_under_sched_batch_unless_false(head_factory, tmp_path):
-    """By default every gpuqd thread runs under SCHED_BATCH, so a thread woken by
-    another does not preempt it (docs/configuration.md); sched_batch = false
-    leaves them all under the normal policy; a value that is neither is refused."""
-    on = head_factory(name="on")
-    off = head_factory(config_text="[server]\nsched_batch = false\n", name="off")
+def test_sched_batch_puts_every_thread_under_sched_batch(head_factory, tmp_path):
+    """sched_batch = true puts every gpuqd thread under SCHED_BATCH, so a thread
+    woken by another does not preempt it (docs/configuration.md); by default
+    they all run under the normal policy; a value that is neither is refused."""
+    on = head_factory(config_text="[server]\nsched_batch = true\n", name="on")
+    off = head_factory(name="off")
     for h in (on, off):  # every thread started: a submit went through them all
         assert h.client(h.add_tenant("acme")).post("/v1/jobs", {"capability": "bg-remove"}) \
             .status == 201
