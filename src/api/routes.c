@@ -1274,7 +1274,8 @@ static bool query_with(struct ctx *c, struct dispatch_poll_worker *ws, int *nws)
                  DISPATCH_POLL_WORKERS);
             return false;
         }
-        /* A worker id as registration takes it (json_is_name). */
+        /* A worker id as registration takes it (json_is_name); one too long
+         * for w->id is left empty, which json_is_name refuses. */
         struct dispatch_poll_worker *w = &ws[*nws];
         snprintf(w->id, sizeof w->id, "%.*s", (int)(idlen < sizeof w->id ? idlen : 0), p);
         if (!json_is_name(w->id, SCHED_NAME_MAX - 1, true) || max < 1 ||

@@ -214,16 +214,6 @@ bool registry_known(struct registry *r, const char *id)
     return i >= 0;
 }
 
-int registry_get_info(struct registry *r, const char *id, int64_t now_ns, struct worker_info *out)
-{
-    pthread_mutex_lock(&r->lock);
-    int i = find(r, id);
-    if (i >= 0)
-        registry_worker_info(r->v[i], now_ns, out);
-    pthread_mutex_unlock(&r->lock);
-    return i >= 0 ? 0 : GPUQ_ENOENT;
-}
-
 int registry_list(struct registry *r, struct worker_rec *out, int max)
 {
     pthread_mutex_lock(&r->lock);
@@ -278,7 +268,8 @@ int registry_expire(struct registry *r, int64_t now_ns, int64_t ttl_ns,
     return n;
 }
 
-void registry_worker_info(const struct worker_rec *w, int64_t now_ns, struct worker_info *out)
+/* The scheduler's view of a worker. */
+static void worker_info(const struct worker_rec *w, int64_t now_ns, struct worker_info *out)
 {
     memset(out, 0, sizeof *out);
     snprintf(out->id, sizeof out->id, "%s", w->id);
@@ -303,6 +294,16 @@ void registry_worker_info(const struct worker_rec *w, int64_t now_ns, struct wor
     out->speed = 0;
     out->healthy = strcmp(w->tel.health, "failed") != 0;
     out->draining = w->state != WORKER_READY || w->drain_requested;
+}
+
+int registry_get_info(struct registry *r, const char *id, int64_t now_ns, struct worker_info *out)
+{
+    pthread_mutex_lock(&r->lock);
+    int i = find(r, id);
+    if (i >= 0)
+        worker_info(r->v[i], now_ns, out);
+    pthread_mutex_unlock(&r->lock);
+    return i >= 0 ? 0 : GPUQ_ENOENT;
 }
 
 void registry_foreach(struct registry *r, void (*fn)(void *arg, const struct worker_rec *w),

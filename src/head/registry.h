@@ -97,8 +97,8 @@ void registry_set_breaker(struct registry *r, const char *id, const struct break
 int registry_get(struct registry *r, const char *id, struct worker_rec *out);
 /* Whether the worker is registered (no copy). */
 bool registry_known(struct registry *r, const char *id);
-/* The scheduler's view of one worker (registry_worker_info, without copying
- * the record out); GPUQ_ENOENT for an unknown worker. */
+/* The scheduler's view of one worker (without copying the record out);
+ * GPUQ_ENOENT for an unknown worker. */
 int registry_get_info(struct registry *r, const char *id, int64_t now_ns, struct worker_info *out);
 /* Copies up to max workers; returns the count. */
 int registry_list(struct registry *r, struct worker_rec *out, int max);
@@ -115,7 +115,5 @@ void registry_shift(struct registry *r, int64_t gap_ns);
 /* Ids of workers silent since before now - ttl_ns (up to max); they are removed. */
 int registry_expire(struct registry *r, int64_t now_ns, int64_t ttl_ns,
                     char (*ids)[SCHED_NAME_MAX], int max);
-/* The scheduler's view of a worker. */
-void registry_worker_info(const struct worker_rec *w, int64_t now_ns, struct worker_info *out);
 
 #endif
