@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef __GLIBC__
+#if defined(GPUQ_JEMALLOC)
+#include <jemalloc/jemalloc.h>
+#elif defined(__GLIBC__)
 #include <malloc.h>
 #endif
 
@@ -878,11 +880,24 @@ void head_assign_failed(struct head *h, uint64_t job_id, const char *worker, int
 /* After a recovery that handed the scheduler many jobs: the messages that
  * carried them were freed by the dispatcher, in between memory that stays,
  * and the allocator keeps such holes resident. Once every one of them is
- * surely handled, the free pages go back to the system (one malloc_trim).
+ * surely handled, the free pages go back to the system (one trim).
  * head_tick runs on the dispatcher thread after the round's messages: the
  * tick that finds 1 marks 2; a later tick's round took its messages after
  * that, so recovery's were all handled by then. One head per process. */
 static _Atomic int trim_state; /* 0 none; 1 asked by head_recover; 2 armed */
+
+/* The allocator's free pages back to the system: jemalloc's (meson.build)
+ * purges every arena at once, glibc's trims its heaps. */
+static void release_free_pages(void)
+{
+#if defined(GPUQ_JEMALLOC)
+    char cmd[32];
+    snprintf(cmd, sizeof cmd, "arena.%u.purge", (unsigned)MALLCTL_ARENAS_ALL);
+    mallctl(cmd, NULL, NULL, NULL, 0);
+#elif defined(__GLIBC__)
+    malloc_trim(0);
+#endif
+}
 
 static void trim_after_recovery(void)
 {
@@ -891,9 +906,7 @@ static void trim_after_recovery(void)
         atomic_store(&trim_state, 2);
     } else if (st == 2) {
         atomic_store(&trim_state, 0);
-#ifdef __GLIBC__
-        malloc_trim(0);
-#endif
+        release_free_pages();
     }
 }
 
