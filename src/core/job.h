@@ -15,8 +15,10 @@ enum sjob_state { SJOB_QUEUED = 0, SJOB_PLACED = 1, SJOB_RUNNING = 2 };
 struct sworker;
 
 struct sjob {
-    struct job_spec spec; /* spec.exclude points at excl (owned) or is NULL */
-    char (*excl)[SCHED_NAME_MAX]; /* owned copy of the exclusion list; NULL when none */
+    /* spec.exclude is the job's own copy of the exclusion list (freed with
+     * the job), or NULL. Every queued job pays for this struct (issue 20:
+     * memory per queued job), which fits a 320-byte allocator class. */
+    struct job_spec spec;
     int cap;              /* capability index */
     int model;            /* model index */
     int qix;              /* its (capability, model) queue in sched.queues */
@@ -25,7 +27,15 @@ struct sjob {
     double cost_s;        /* estimated GPU-seconds on a nominal GPU, at add time */
     struct sworker *w;    /* placed on / running on */
     struct sjob *prev, *next;
-    int qlist;            /* QUEUED: which priority list (lane * 2 + tier) */
+    uint8_t qlist;        /* QUEUED: which priority list (lane * 2 + tier) */
+    /* PLACED on a worker in its exclusion list (only when no other could
+     * take it at the time); counted in sched.nexcl_placed. */
+    bool on_excluded;
+    /* Preemption (core/preempt.h): RUNNING batch job picked as a victim (its
+     * end is on its way: not picked again); interactive job a victim was
+     * already picked for (one preemption per job). */
+    bool preempting;
+    bool preempted_for;
     /* QUEUED: its node in the list's tree by order key (queue.c): children,
      * heap priority, and the cost_s summed over its subtree. */
     uint32_t tprio;
@@ -39,14 +49,6 @@ struct sjob {
      * A pointer, not a buffer: one job in many ever has one, and every queued
      * job pays for this struct (issue 20: memory per queued job). */
     char *moved_off;
-    /* PLACED on a worker in its exclusion list (only when no other could
-     * take it at the time); counted in sched.nexcl_placed. */
-    bool on_excluded;
-    /* Preemption (core/preempt.h): RUNNING batch job picked as a victim (its
-     * end is on its way: not picked again); interactive job a victim was
-     * already picked for (one preemption per job). */
-    bool preempting;
-    bool preempted_for;
 };
 
 /* sjob_order: the job's dispatch order key within its lane and tier. */

@@ -70,16 +70,22 @@ struct sched *sched_create(const struct sched_config *cfg)
     return s;
 }
 
+/* A job's memory: the struct, its exclusion list and its moved_off. */
+static void sjob_free(struct sjob *j)
+{
+    free((void *)j->spec.exclude);
+    free(j->moved_off);
+    free(j);
+}
+
 void sched_destroy(struct sched *s)
 {
     if (!s)
         return;
     size_t pos = 0;
     void *v;
-    while (hashmap_next(&s->jobs, &pos, NULL, NULL, &v)) {
-        free(((struct sjob *)v)->excl);
-        free(v);
-    }
+    while (hashmap_next(&s->jobs, &pos, NULL, NULL, &v))
+        sjob_free(v);
     for (int i = 0; i < s->nworkers; i++) {
         free(s->workers[i]->slots);
         free(s->workers[i]);
@@ -559,9 +565,7 @@ static void forget_job(struct sched *s, struct sjob *j)
 {
     s->backlog_s -= (j->state != SJOB_RUNNING) ? j->cost_s : 0;
     hashmap_del_u64(&s->jobs, j->spec.id);
-    free(j->excl);
-    free(j->moved_off);
-    free(j);
+    sjob_free(j);
 }
 
 /* ---- workers ------------------------------------------------------------ */
@@ -775,13 +779,13 @@ int sched_job_add(struct sched *s, const struct job_spec *spec, int64_t now)
     j->spec.exclude = NULL;
     j->spec.nexclude = 0;
     if (spec->nexclude > 0) {
-        j->excl = xcalloc((size_t)spec->nexclude, sizeof(*j->excl));
+        char(*excl)[SCHED_NAME_MAX] = xcalloc((size_t)spec->nexclude, sizeof(*excl));
         for (int i = 0; i < spec->nexclude; i++) {
             size_t n = strnlen(spec->exclude[i], SCHED_NAME_MAX - 1);
-            memcpy(j->excl[i], spec->exclude[i], n);
-            j->excl[i][n] = '\0';
+            memcpy(excl[i], spec->exclude[i], n);
+            excl[i][n] = '\0';
         }
-        j->spec.exclude = (const char(*)[SCHED_NAME_MAX])j->excl;
+        j->spec.exclude = (const char(*)[SCHED_NAME_MAX])excl;
         j->spec.nexclude = spec->nexclude;
     }
     j->cap = cap_index(s, j->spec.capability, true);
