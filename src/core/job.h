@@ -50,6 +50,9 @@ struct sjob {
      * job pays for this struct (issue 20: memory per queued job). */
     char *moved_off;
 };
+/* A byte over and the allocator serves every queued job from its next class
+ * (jemalloc's 384 bytes; bench/README.md, "jemalloc"). */
+_Static_assert(sizeof(struct sjob) <= 320, "struct sjob: every queued job pays for it");
 
 /* sjob_order: the job's dispatch order key within its lane and tier. */
 static inline int64_t sjob_order(const struct sjob *j)
