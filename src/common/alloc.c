@@ -4,6 +4,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+/* jemalloc's control call: resolved in a process that runs on jemalloc,
+ * NULL in any other (weak). */
+extern int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
+    __attribute__((weak));
 
 static void oom(size_t n)
 {
@@ -47,4 +55,16 @@ char *xstrndup(const char *s, size_t n)
     memcpy(p, s, len);
     p[len] = '\0';
     return p;
+}
+
+void alloc_release_free(void)
+{
+    if (mallctl) {
+        /* 4096 is MALLCTL_ARENAS_ALL: every arena. */
+        mallctl("arena.4096.purge", NULL, NULL, NULL, 0);
+        return;
+    }
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
 }

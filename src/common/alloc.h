@@ -9,5 +9,9 @@ void *xcalloc(size_t count, size_t size);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
+/* The allocator's free pages back to the system: every jemalloc arena purged
+ * when the process runs on jemalloc (gpuqd links it: meson.build), else
+ * glibc's heaps trimmed. For after a burst whose memory is all freed. */
+void alloc_release_free(void);
 
 #endif

@@ -37,7 +37,7 @@ struct head_config {
     int max_connections;         /* max concurrent connections; default 1024 */
     int http_threads;            /* event-loop threads serving them; default 2 */
     int cpu;                     /* the one CPU every gpuqd thread runs on; -1 (default): any */
-    int sched_batch;             /* 1: every thread under SCHED_BATCH; 0 (default): SCHED_OTHER */
+    int sched_batch;             /* 1: every thread under SCHED_BATCH; 0 (default): as started */
     int connection_timeout_s;    /* idle client timeout; default 30 */
     int max_connections_per_address; /* from one client address; default 64, 0 = no cap */
     int header_timeout_s;        /* request line and headers due within; default 10 */

@@ -15,11 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(GPUQ_JEMALLOC)
-#include <jemalloc/jemalloc.h>
-#elif defined(__GLIBC__)
-#include <malloc.h>
-#endif
 
 #include "common/alloc.h"
 #include "common/buf.h"
@@ -886,19 +881,6 @@ void head_assign_failed(struct head *h, uint64_t job_id, const char *worker, int
  * that, so recovery's were all handled by then. One head per process. */
 static _Atomic int trim_state; /* 0 none; 1 asked by head_recover; 2 armed */
 
-/* The allocator's free pages back to the system: jemalloc's (meson.build)
- * purges every arena at once, glibc's trims its heaps. */
-static void release_free_pages(void)
-{
-#if defined(GPUQ_JEMALLOC)
-    char cmd[32];
-    snprintf(cmd, sizeof cmd, "arena.%u.purge", (unsigned)MALLCTL_ARENAS_ALL);
-    mallctl(cmd, NULL, NULL, NULL, 0);
-#elif defined(__GLIBC__)
-    malloc_trim(0);
-#endif
-}
-
 static void trim_after_recovery(void)
 {
     int st = atomic_load(&trim_state);
@@ -906,7 +888,7 @@ static void trim_after_recovery(void)
         atomic_store(&trim_state, 2);
     } else if (st == 2) {
         atomic_store(&trim_state, 0);
-        release_free_pages();
+        alloc_release_free();
     }
 }
 
