@@ -82,6 +82,13 @@ static struct {
     size_t inline_max;   /* results up to this size go inline (0: files only) */
     struct png_art art;  /* drawing buffers, reused */
     struct rt_bytes png; /* the encoded picture, reused */
+    /* What sim.png was drawn from (png_ok false: nothing yet, or it failed). */
+    struct picture_key {
+        int64_t w, h;
+        uint64_t seed, input_hash;
+        bool has_input, solid;
+    } png_key;
+    bool png_ok;
 } sim;
 
 static int64_t now_ns(void)
@@ -501,6 +508,12 @@ static bool handle_line(const char *line, size_t len)
     return true;
 }
 
+static bool same_picture(const struct picture_key *a, const struct picture_key *b)
+{
+    return a->w == b->w && a->h == b->h && a->seed == b->seed && a->input_hash == b->input_hash &&
+           a->has_input == b->has_input && a->solid == b->solid;
+}
+
 static void finish_run(struct op *o)
 {
     if (strcmp(o->fault, "oom") == 0) {
@@ -521,12 +534,21 @@ static void finish_run(struct op *o)
     if (o->has_input)
         seed ^= o->input_hash;
     char path[PATH_MAX + 160];
-    unsigned char *px = png_art_draw(&sim.art, (int)w, (int)h, seed, solid);
-    if (px && o->has_input && !solid)
-        draw_input_hash(px, (int)w, (int)h, o->input_hash);
-    if (!px || rt_png_encode(&sim.png, (int)w, (int)h, px, RT_PNG_STORED) != 0) {
-        emit_error(o->id, "internal", "could not encode the output PNG");
-        return;
+    /* The same arguments draw the same bytes: a repeat (a zero-duration
+     * benchmark job, a client's retry) sends the last picture again rather
+     * than drawing it on the host's CPU, which a GPU's runtime would not use. */
+    struct picture_key key = {w, h, seed, o->has_input ? o->input_hash : 0, o->has_input, solid};
+    if (!sim.png_ok || !same_picture(&key, &sim.png_key)) {
+        sim.png_ok = false;
+        unsigned char *px = png_art_draw(&sim.art, (int)w, (int)h, seed, solid);
+        if (px && o->has_input && !solid)
+            draw_input_hash(px, (int)w, (int)h, o->input_hash);
+        if (!px || rt_png_encode(&sim.png, (int)w, (int)h, px, RT_PNG_STORED) != 0) {
+            emit_error(o->id, "internal", "could not encode the output PNG");
+            return;
+        }
+        sim.png_key = key;
+        sim.png_ok = true;
     }
     int64_t run_ms = (now_ns() - o->start_ns) / 1000000;
     /* Inline when the agent offered it and the picture fits; else a file. */

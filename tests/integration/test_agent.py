@@ -463,6 +463,36 @@ def test_agent_runtime_faults_are_reported_with_their_class(cluster):
     assert j["state"] == "succeeded", j
 
 
+def test_agent_same_params_give_the_same_picture_and_other_params_or_a_fault_another(cluster):
+    """The sim runtime sends its last picture again for the same arguments
+    instead of drawing it anew: the bytes must be those a fresh drawing gives,
+    and a new seed or the solid-colour fault must never get the kept one."""
+    head, make_agent = cluster
+    agent = make_agent("pic", gpus=1)  # one runtime: every job below meets the last one's picture
+    agent.wait_ready()
+    c = head.client(head.add_tenant("pic"))
+
+    def run(seed, **extra):
+        params = {"prompt": "a kept fox", "width": 512, "height": 512, "seed": seed, **extra}
+        return wait_job(c, submit(c, {"capability": "image.fast", "params": params})["id"], 40)
+
+    def picture(seed):
+        j = run(seed)
+        assert j["state"] == "succeeded", j
+        r = c.get(f"/v1/jobs/{j['id']}/result")
+        assert r.status == 200 and png_ok(r.body), r
+        return r.body
+
+    a = picture(1)
+    b = picture(2)
+    assert b != a
+    assert picture(1) == a
+    j = run(1, fault="solid", sim_ms=5)  # same arguments as a, but one colour: QC refuses it
+    assert j["state"] == "dead" and j["error"]["class"] == "qc", j
+    assert picture(1) == a
+    assert picture(2) == b
+
+
 def test_agent_worker_whose_pinned_model_fails_warm_up_is_not_ready(cluster):
     """R25: a worker announces itself ready only after its pinned models ran a
     synthetic job. gpuq-cuda-runtime without a driver fails every load, so the
