@@ -484,9 +484,10 @@ def test_agent_same_params_give_the_same_picture_and_other_params_or_a_fault_ano
         return r.body
 
     a = picture(1)
+    assert picture(1) == a  # the kept picture: the same bytes as the drawing
     b = picture(2)
     assert b != a
-    assert picture(1) == a
+    assert picture(1) == a  # drawn again
     j = run(1, fault="solid", sim_ms=5)  # same arguments as a, but one colour: QC refuses it
     assert j["state"] == "dead" and j["error"]["class"] == "qc", j
     assert picture(1) == a
