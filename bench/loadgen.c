@@ -58,6 +58,7 @@ struct config {
     long long max_jobs;
     char *body;        /* the POST /v1/jobs body, owned */
     int kv;
+    int idem;          /* each submit carries a new Idempotency-Key */
 };
 
 /* A connection the server closed before answering waits this long to reopen. */
@@ -102,6 +103,7 @@ static struct stats st;
 static int epfd;
 static int64_t t_window_start, t_window_end;
 static char *submit_head;     /* request line and headers of a submit, without length */
+static unsigned long long idem_seq; /* --idem: the submits' keys so far */
 static struct addrinfo *addr;
 
 static int in_window(int64_t t)
@@ -119,7 +121,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: gpuq-loadgen --url http://HOST:PORT --key KEY [--mode submit|e2e|e2e1]\n"
             "         [--connections N] [--duration S] [--warmup S] [--max-jobs N]\n"
-            "         [--body JSON] [--kv]\n"
+            "         [--body JSON] [--idem] [--kv]\n"
             "  --mode submit   closed-loop submits: durable submits/s, submit latency (default)\n"
             "  --mode e2e      submit, then long-poll until the job ends: submit->succeeded\n"
             "                  latency and completed jobs/s (needs a worker)\n"
@@ -128,6 +130,7 @@ static void usage(FILE *f)
             "  --duration      seconds measured (default 10), after --warmup seconds (default 1)\n"
             "  --max-jobs      stop after this many finished jobs (default: no limit)\n"
             "  --body          the POST /v1/jobs body (default: a small image.fast job)\n"
+            "  --idem          every submit with a new Idempotency-Key (its first use)\n"
             "  --kv            print key=value lines for scripts\n",
             MAX_CONNECTIONS);
 }
@@ -169,6 +172,9 @@ static int parse_args(int argc, char **argv)
             exit(0);
         } else if (strcmp(a, "--kv") == 0) {
             cfg.kv = 1;
+            continue;
+        } else if (strcmp(a, "--idem") == 0) {
+            cfg.idem = 1;
             continue;
         }
         if (!v) {
@@ -307,8 +313,11 @@ static int conn_flush(struct conn *c)
 static int conn_send_submit(struct conn *c)
 {
     buf_reset(&c->out);
-    buf_printf(&c->out, "%sContent-Length: %zu\r\n\r\n%s", submit_head, strlen(cfg.body),
-               cfg.body);
+    buf_puts(&c->out, submit_head);
+    if (cfg.idem) /* the process id and start time keep keys of other runs apart */
+        buf_printf(&c->out, "Idempotency-Key: lg-%d-%lld-%llu\r\n", (int)getpid(),
+                   (long long)t_window_start, ++idem_seq);
+    buf_printf(&c->out, "Content-Length: %zu\r\n\r\n%s", strlen(cfg.body), cfg.body);
     c->out_off = 0;
     c->op = OP_SUBMIT;
     c->t_req = c->t_submit = clock_mono_ns();

@@ -346,13 +346,64 @@ static bool submit_early(struct head *h, const struct job_rec *rec)
            !inputs_named(rec->params_json);
 }
 
+/* The answer to a submit whose idempotency key names job first (the first
+ * job, or 409 when the body differs); no lock held. */
+static void idem_replay(struct head *h, struct job_rec *rec, const struct job_rec *first,
+                        head_done_fn done, void *arg)
+{
+    struct job_rec out = {0};
+    int rc = strcmp(first->body_hash, rec->body_hash) ? GPUQ_ECONFLICT : 0;
+    if (!rc)
+        job_rec_copy(&out, first);
+    if (rec->admitted) /* a concurrent twin got in first: this one adds nothing */
+        admission_undo(h->admission, rec->tenant_name, rec);
+    done(arg, rc, &out, rc == 0);
+    job_rec_free_fields(&out);
+}
+
+/* The stored job with rec's idempotency key, for one that is not in memory:
+ * finished jobs leave it (jobs_sweep), and a restart loads only the last
+ * hour's. 0 and *first filled when there is one; GPUQ_ENOENT when not. */
+static int idem_stored(struct head *h, const struct job_rec *rec, struct job_rec *first)
+{
+    int rc = h->store->ops->job_find_idem(h->store, rec->tenant_id, rec->idem_key, first);
+    if (rc && rc != GPUQ_ENOENT)
+        log_warn(MOD, "looking up idempotency key of tenant %lld in the store: %s",
+                 (long long)rec->tenant_id, gpuq_strerror(rc));
+    return rc;
+}
+
 void head_submit(struct head *h, struct job_rec *rec, bool to_end, head_done_fn done, void *arg)
 {
+    bool asked_store = false;
     jobs_lock(h->jobs);
     for (;;) {
         struct hjob *prev = rec->idem_key[0]
                                 ? jobs_find_idem(h->jobs, rec->tenant_id, rec->idem_key)
                                 : NULL;
+        if (!prev && rec->idem_key[0] && !asked_store) {
+            /* Not in memory: asked of the store, without the table lock. A
+             * job with the key that is not there now is not yet durable, so
+             * it cannot have left memory when the loop looks again. */
+            jobs_unlock(h->jobs);
+            asked_store = true;
+            struct job_rec first = {0};
+            int rc = idem_stored(h, rec, &first);
+            if (rc == 0)
+                idem_replay(h, rec, &first, done, arg);
+            job_rec_free_fields(&first);
+            if (rc != GPUQ_ENOENT) {
+                if (rc) { /* unknown whether a first job exists: accept nothing */
+                    if (rec->admitted)
+                        admission_undo(h->admission, rec->tenant_name, rec);
+                    struct job_rec none = {0};
+                    done(arg, rc, &none, false);
+                }
+                return;
+            }
+            jobs_lock(h->jobs);
+            continue;
+        }
         if (!prev)
             break;
         if (!prev->committed) {
@@ -362,15 +413,11 @@ void head_submit(struct head *h, struct job_rec *rec, bool to_end, head_done_fn 
             jobs_wait(h->jobs, prev, v, clock_mono_ns() + 10 * NS_PER_S);
             continue;
         }
-        struct job_rec out = {0};
-        int rc = strcmp(prev->rec.body_hash, rec->body_hash) ? GPUQ_ECONFLICT : 0;
-        if (!rc)
-            job_rec_copy(&out, &prev->rec);
+        struct job_rec first = {0};
+        job_rec_copy(&first, &prev->rec);
         jobs_unlock(h->jobs);
-        if (rec->admitted) /* a concurrent twin got in first: this one adds nothing */
-            admission_undo(h->admission, rec->tenant_name, rec);
-        done(arg, rc, &out, rc == 0);
-        job_rec_free_fields(&out);
+        idem_replay(h, rec, &first, done, arg);
+        job_rec_free_fields(&first);
         return;
     }
     rec->id = jobs_next_id(h->jobs);

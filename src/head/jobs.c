@@ -859,15 +859,14 @@ static void unlink_idem(struct jobs *t, const struct hjob *j)
     }
 }
 
-int jobs_sweep(struct jobs *t, int64_t cutoff_ms, int64_t idem_cutoff_ms)
+int jobs_sweep(struct jobs *t, int64_t cutoff_ms)
 {
     int dropped = 0;
     for (size_t i = 0; i < t->nbuckets; i++) {
         for (struct hjob **pj = &t->buckets[i]; *pj;) {
             struct hjob *j = *pj;
-            int64_t cut = j->rec.idem_key[0] ? idem_cutoff_ms : cutoff_ms;
             if (j->committed && job_state_terminal(job_rec_state(&j->rec)) &&
-                j->rec.finished_ms < cut && !jobs_awaited(j)) {
+                j->rec.finished_ms < cutoff_ms && !jobs_awaited(j)) {
                 *pj = j->next;
                 if (j->rec.idem_key[0])
                     unlink_idem(t, j);

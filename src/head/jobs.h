@@ -86,12 +86,11 @@ static inline bool jobs_awaited(const struct hjob *j)
 bool jobs_stopping(struct jobs *t);
 /* Removes a job whose insert failed to commit. */
 void jobs_remove(struct jobs *t, struct hjob *j);
-/* Drops finished jobs that nobody waits on, finished before cutoff_ms — or,
- * for a job with an idempotency key, before idem_cutoff_ms (a replay of the
- * key finds its job while it is in memory). Reads fall back to the store.
- * Puts queued jobs that qualify at rest (jobs_freeze). Returns how many it
- * dropped. Lock held. */
-int jobs_sweep(struct jobs *t, int64_t cutoff_ms, int64_t idem_cutoff_ms);
+/* Drops finished jobs that nobody waits on, finished before cutoff_ms.
+ * Reads fall back to the store, and so does a replay of an idempotency key
+ * (head_submit). Puts queued jobs that qualify at rest (jobs_freeze).
+ * Returns how many it dropped. Lock held. */
+int jobs_sweep(struct jobs *t, int64_t cutoff_ms);
 /* Wakes every waiter and watcher for good: jobs_wait returns at once from now on. */
 void jobs_shutdown(struct jobs *t);
 /* Calls fn for every committed job (lock held; fn must not change the table —

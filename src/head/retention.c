@@ -69,9 +69,9 @@ static void prune_done(struct commit_op *op, int rc)
     atomic_store(&running, false);
 }
 
-/* Finished jobs leave memory after keep_finished_s (those with an
- * idempotency key after the result retention, so a replay still finds its
- * job); reads of them go to the store. One pass a minute at most. */
+/* Finished jobs leave memory after keep_finished_s; reads of them, and
+ * replays of their idempotency keys, go to the store. One pass a minute at
+ * most. */
 static void sweep_memory(struct head *h, int64_t now)
 {
     if (now < atomic_load(&next_sweep_ns))
@@ -81,8 +81,7 @@ static void sweep_memory(struct head *h, int64_t now)
                                                                 : 60 * NS_PER_S));
     int64_t wall = clock_wall_ms();
     jobs_lock(h->jobs);
-    int n = jobs_sweep(h->jobs, wall - (int64_t)h->cfg.keep_finished_s * 1000,
-                       wall - retention_ms(&h->cfg));
+    int n = jobs_sweep(h->jobs, wall - (int64_t)h->cfg.keep_finished_s * 1000);
     jobs_unlock(h->jobs);
     if (n)
         log_debug(MOD, "%d finished job(s) left memory (kept in the store)", n);

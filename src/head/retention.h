@@ -7,8 +7,8 @@
  * links to jobs past the same retention are dropped by the input sweep
  * (inputs.h). A result that was deleted answers 410 Gone (docs/api).
  * retention_tick also lets finished jobs leave memory after [jobs]
- * keep_finished_s (those with an idempotency key after the result
- * retention); reads of them fall back to the store. */
+ * keep_finished_s; reads of them, and replays of their idempotency keys,
+ * fall back to the store. */
 #ifndef GPUQ_HEAD_RETENTION_H
 #define GPUQ_HEAD_RETENTION_H
 

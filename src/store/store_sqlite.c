@@ -156,6 +156,7 @@ struct store_sqlite {
     sqlite3_stmt *st[ST_COUNT];
     sqlite3 *rdb;                 /* readers, serialized by rlock */
     pthread_mutex_t rlock;
+    sqlite3_stmt *idem_st;        /* on rdb: sq_job_find_idem's, prepared at its first use */
     /* The background checkpoint (see the top of the file). */
     sqlite3 *cdb;                 /* the checkpointer thread only */
     int wal_frames, ckpt_mark;    /* WAL frames now and at the last wake-up (committer only) */
@@ -685,6 +686,37 @@ static int sq_job_get(struct store *s, uint64_t id, struct job_rec *out)
     return o.found ? 0 : GPUQ_ENOENT;
 }
 
+/* The job of an idempotency key: its id from the index jobs_idem alone (the
+ * statement kept on the read connection: most keys asked are new ones, and a
+ * miss then costs one index probe), then the job. "idem_key <> ''" lets the
+ * planner use that partial index. */
+static int sq_job_find_idem(struct store *s, int64_t tenant_id, const char *key,
+                            struct job_rec *out)
+{
+    struct store_sqlite *q = ss(s);
+    static const char sql[] =
+        "SELECT id FROM jobs WHERE tenant_id = ?1 AND idem_key = ?2 AND idem_key <> ''";
+    uint64_t id = 0;
+    pthread_mutex_lock(&q->rlock);
+    int rc = q->idem_st ? SQLITE_OK : sqlite3_prepare_v2(q->rdb, sql, -1, &q->idem_st, NULL);
+    int err = map_rc(q->rdb, rc, sql);
+    if (!err) {
+        sqlite3_bind_int64(q->idem_st, 1, tenant_id);
+        sqlite3_bind_text(q->idem_st, 2, key, -1, SQLITE_STATIC);
+        rc = sqlite3_step(q->idem_st);
+        if (rc == SQLITE_ROW)
+            id = (uint64_t)sqlite3_column_int64(q->idem_st, 0);
+        else
+            err = map_rc(q->rdb, rc, sql);
+        sqlite3_reset(q->idem_st);
+        sqlite3_clear_bindings(q->idem_st);
+    }
+    pthread_mutex_unlock(&q->rlock);
+    if (err)
+        return err;
+    return id ? sq_job_get(s, id, out) : GPUQ_ENOENT;
+}
+
 static void bind_filter(sqlite3_stmt *st, const void *arg)
 {
     const struct store_list_filter *f = arg;
@@ -993,6 +1025,7 @@ static void sq_close(struct store *s)
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(q->st[i]);
     sqlite3_close(q->wdb);
+    sqlite3_finalize(q->idem_st);
     sqlite3_close(q->rdb);
     pthread_mutex_destroy(&q->rlock);
     pthread_mutex_destroy(&q->ckpt_lock);
@@ -1025,6 +1058,7 @@ static const struct store_ops sqlite_ops = {
     .load_tokens = sq_load_tokens,
     .load_jobs = sq_load_jobs,
     .job_get = sq_job_get,
+    .job_find_idem = sq_job_find_idem,
     .job_list = sq_job_list,
     .max_job_id = sq_max_job_id,
     .prune_results = sq_prune_results,

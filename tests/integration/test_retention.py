@@ -99,9 +99,9 @@ def jobs_in_memory(head, state):
 
 def test_finished_jobs_leave_memory_and_stay_readable(head_factory):
     """A head that runs for months must not hold every job it ever ran:
-    finished jobs leave memory after [jobs] keep_finished_s; the store
-    answers for them, and a replay of an idempotency key still finds its job
-    (those stay until the result retention)."""
+    finished jobs leave memory after [jobs] keep_finished_s, those with an
+    idempotency key too; the store answers for them, and a replay of an
+    idempotency key still finds its job there (a different body: 409)."""
     head = head_factory(config_text="[jobs]\nkeep_finished_s = 10\n")
     c = head.client(head.add_tenant("acme"))
     body = {"capability": "image.fast", "params": {"prompt": "a fox"}}
@@ -110,13 +110,50 @@ def test_finished_jobs_leave_memory_and_stay_readable(head_factory):
     for j in plain + [keyed]:
         assert c.delete(f"/v1/jobs/{j}").status == 200
     assert jobs_in_memory(head, "cancelled") == 4
-    wait_until(lambda: jobs_in_memory(head, "cancelled") == 1, 60 * SLOW,
-               "the three plain jobs to leave memory")
-    for j in plain:
+    wait_until(lambda: jobs_in_memory(head, "cancelled") == 0, 60 * SLOW,
+               "the four jobs to leave memory")
+    for j in plain + [keyed]:
         r = c.get(f"/v1/jobs/{j}")
         assert r.status == 200 and r.json()["state"] == "cancelled", r
-    # Another tenant still cannot see them.
+    # Another tenant still cannot see them, nor reach them by the key.
     other = head.client(head.add_tenant("globex"))
     assert other.get(f"/v1/jobs/{plain[0]}").status == 404
+    r = other.post("/v1/jobs", {**body, "idempotency_key": "k-1"})
+    assert r.status == 201 and r.json()["id"] != keyed, r
     r = c.post("/v1/jobs", {**body, "idempotency_key": "k-1"})
-    assert r.status == 200 and r.json()["id"] == keyed, r
+    assert r.status == 200 and r.json()["id"] == keyed and r.json()["state"] == "cancelled", r
+    r = c.post("/v1/jobs", {"capability": "image.fast", "params": {"prompt": "a cat"},
+                            "idempotency_key": "k-1"})
+    assert r.status == 409, r
+    assert jobs_in_memory(head, "cancelled") == 0  # a replay does not bring it back
+
+
+def test_a_key_of_a_job_older_than_a_restart_loads_replays_it(head_factory):
+    """A restart loads the last hour's finished jobs into memory; a retried
+    submit whose key names an older job gets that job back from the store
+    (R5), with or without ?wait, not a second job nor an error."""
+    head = head_factory()
+    c = head.client(head.add_tenant("acme"))
+    body = {"capability": "image.fast", "params": {"prompt": "a fox"}}
+    r = c.post("/v1/jobs", {**body, "idempotency_key": "order-17"})
+    assert r.status == 201, r
+    first = r.json()["id"]
+    assert c.delete(f"/v1/jobs/{first}").status == 200
+    assert head.stop() == 0
+    # Two hours ago, as far as the store knows.
+    db = sqlite3.connect(os.path.join(head.data_dir, "gpuq.db"))
+    with db:
+        db.execute("UPDATE jobs SET created_ms = created_ms - 7200000,"
+                   " finished_ms = finished_ms - 7200000 WHERE id = ?", (int(first),))
+    db.close()
+    head.start()
+    assert "recovered 0 queued and 0 running (re-queued) jobs; 0 recent finished" in head.tail()
+    c = head.client(c.key)
+    for path in ("/v1/jobs", "/v1/jobs?wait=5"):
+        r = c.post(path, {**body, "idempotency_key": "order-17"})
+        assert r.status == 200 and r.json()["id"] == first, r
+        assert r.json()["state"] == "cancelled", r
+    r = c.post("/v1/jobs", {**body, "params": {"prompt": "a cat"}, "idempotency_key": "order-17"})
+    assert r.status == 409, r
+    listed = c.get("/v1/jobs").json()["jobs"]
+    assert [j["id"] for j in listed] == [first]

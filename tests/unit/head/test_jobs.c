@@ -251,7 +251,7 @@ static void test_many_at_rest_foreach_find_sweep(void **state)
     assert_int_equal(full, N);
     assert_int_equal(rest, 0);
     /* The sweep puts them at rest again; idempotency lookups still find them. */
-    assert_int_equal(jobs_sweep(t, 0, 0), 0);
+    assert_int_equal(jobs_sweep(t, 0), 0);
     jobs_memory(t, &full, &rest);
     assert_int_equal(full, 0);
     assert_int_equal(rest, N);
