@@ -73,6 +73,7 @@ void config_defaults(struct head_config *cfg)
     cfg->max_result_bytes = 64LL << 20;
     cfg->result_retention_h = 168;
     cfg->keep_finished_s = 600;
+    cfg->keep_finished_max = 100000;
     cfg->max_wait_s = 60;
     cfg->max_input_bytes = 32LL << 20;
     cfg->max_extra_bytes = 16384;
@@ -173,6 +174,7 @@ static const struct key_def keys[] = {
     K_INT("jobs", "result_retention_h", result_retention_h, 1, 24 * 365),
     K_INT("jobs", "result_retention_s", result_retention_s, 0, 86400 * 365),
     K_INT("jobs", "keep_finished_s", keep_finished_s, 10, 86400 * 365),
+    K_INT("jobs", "keep_finished_max", keep_finished_max, 100, 100000000),
     K_INT("jobs", "max_wait_s", max_wait_s, 1, 3600),
     K_INT("jobs", "max_batch_jobs", max_batch_jobs, 1, 100000),
     K_I64("jobs", "max_batch_body_bytes", max_batch_body_bytes, 1024, 1LL << 30),

@@ -55,6 +55,7 @@ struct head_config {
     int64_t max_result_bytes;    /* default 64 MiB */
     int result_retention_h;      /* results kept this long after finishing; default 168 */
     int keep_finished_s;         /* a finished job stays in memory this long; default 600 */
+    int keep_finished_max;       /* and the newest this many at most; default 100000 */
     int result_retention_s;      /* > 0: replaces result_retention_h (short ones, tests); 0 */
     int max_wait_s;              /* longest long-poll; default 60 */
     int64_t max_input_bytes;     /* one uploaded input file (POST /v1/inputs); default 32 MiB */

@@ -859,14 +859,87 @@ static void unlink_idem(struct jobs *t, const struct hjob *j)
     }
 }
 
-int jobs_sweep(struct jobs *t, int64_t cutoff_ms)
+long long jobs_finished(struct jobs *t)
+{
+    long long n = 0;
+    for (int st = 0; st < JOB_NSTATES; st++)
+        if (job_state_terminal((enum job_state)st))
+            n += t->states[st];
+    return n;
+}
+
+/* Whether j may leave memory by jobs_sweep (lock held). */
+static bool droppable(const struct hjob *j)
+{
+    return j->committed && job_state_terminal(job_rec_state(&j->rec)) && !jobs_awaited(j);
+}
+
+/* The k-th smallest (0-based) of v[0..n), k < n; reorders v (Hoare's
+ * partition: after one, v[lo..j] <= pivot <= v[i..hi], and what lies
+ * between j and i equals the pivot). */
+static int64_t kth_smallest(int64_t *v, size_t n, size_t k)
+{
+    long lo = 0, hi = (long)n - 1, want = (long)k;
+    while (lo < hi) {
+        int64_t pivot = v[lo + (hi - lo) / 2];
+        long i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i <= j) {
+                int64_t tmp = v[i];
+                v[i++] = v[j];
+                v[j--] = tmp;
+            }
+        }
+        if (want <= j)
+            hi = j;
+        else if (want >= i)
+            lo = i;
+        else
+            return v[want];
+    }
+    return v[want];
+}
+
+/* The cutoff that leaves at most max of the droppable finished jobs: they
+ * are counted, and the finish time of the oldest one past max found
+ * (lock held); INT64_MIN when they are max or fewer. */
+static int64_t count_cutoff(struct jobs *t, long long max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < t->nbuckets; i++)
+        for (struct hjob *j = t->buckets[i]; j; j = j->next)
+            n += droppable(j);
+    if ((long long)n <= max)
+        return INT64_MIN;
+    int64_t *v = xmalloc(n * sizeof *v);
+    size_t m = 0;
+    for (size_t i = 0; i < t->nbuckets; i++)
+        for (struct hjob *j = t->buckets[i]; j; j = j->next)
+            if (droppable(j))
+                v[m++] = j->rec.finished_ms;
+    /* Those finished at or before the (n - max)-th oldest's time go: at
+     * least n - max of them (more when others finished in the same ms). */
+    int64_t cut = kth_smallest(v, m, m - (size_t)max - 1) + 1;
+    free(v);
+    return cut;
+}
+
+int jobs_sweep(struct jobs *t, int64_t cutoff_ms, long long max_finished)
 {
     int dropped = 0;
+    if (max_finished >= 0 && jobs_finished(t) > max_finished) {
+        int64_t cut = count_cutoff(t, max_finished);
+        if (cut > cutoff_ms)
+            cutoff_ms = cut;
+    }
     for (size_t i = 0; i < t->nbuckets; i++) {
         for (struct hjob **pj = &t->buckets[i]; *pj;) {
             struct hjob *j = *pj;
-            if (j->committed && job_state_terminal(job_rec_state(&j->rec)) &&
-                j->rec.finished_ms < cutoff_ms && !jobs_awaited(j)) {
+            if (droppable(j) && j->rec.finished_ms < cutoff_ms) {
                 *pj = j->next;
                 if (j->rec.idem_key[0])
                     unlink_idem(t, j);

@@ -86,11 +86,15 @@ static inline bool jobs_awaited(const struct hjob *j)
 bool jobs_stopping(struct jobs *t);
 /* Removes a job whose insert failed to commit. */
 void jobs_remove(struct jobs *t, struct hjob *j);
-/* Drops finished jobs that nobody waits on, finished before cutoff_ms.
- * Reads fall back to the store, and so does a replay of an idempotency key
- * (head_submit). Puts queued jobs that qualify at rest (jobs_freeze).
- * Returns how many it dropped. Lock held. */
-int jobs_sweep(struct jobs *t, int64_t cutoff_ms);
+/* Drops finished jobs that nobody waits on, finished before cutoff_ms, and
+ * with max_finished >= 0 the oldest of them beyond max_finished as well
+ * (those that finished in the same millisecond as the last one beyond it go
+ * with it). Reads fall back to the store, and so does a replay of an
+ * idempotency key (head_submit). Puts queued jobs that qualify at rest
+ * (jobs_freeze). Returns how many it dropped. Lock held. */
+int jobs_sweep(struct jobs *t, int64_t cutoff_ms, long long max_finished);
+/* Finished jobs in memory (succeeded, failed, cancelled, dead, expired; lock held). */
+long long jobs_finished(struct jobs *t);
 /* Wakes every waiter and watcher for good: jobs_wait returns at once from now on. */
 void jobs_shutdown(struct jobs *t);
 /* Calls fn for every committed job (lock held; fn must not change the table —

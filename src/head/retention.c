@@ -27,6 +27,7 @@ struct prune_op {
 
 static atomic_bool running;
 static _Atomic int64_t next_sweep_ns;
+static _Atomic int64_t last_sweep_ns;
 static _Atomic int64_t next_ns;
 
 int64_t retention_ms(const struct head_config *cfg)
@@ -70,18 +71,28 @@ static void prune_done(struct commit_op *op, int rc)
 }
 
 /* Finished jobs leave memory after keep_finished_s; reads of them, and
- * replays of their idempotency keys, go to the store. One pass a minute at
- * most. */
+ * replays of their idempotency keys, go to the store. A pass a minute at
+ * most, or, once more than keep_finished_max are in memory, at the next
+ * tick (but one a second at most: jobs somebody waits on stay, and may be
+ * what is over), which also lets the oldest go down to four fifths of the
+ * max: under a flood the passes come seconds apart, each over a bounded
+ * number of jobs. */
 static void sweep_memory(struct head *h, int64_t now)
 {
-    if (now < atomic_load(&next_sweep_ns))
+    long long max = h->cfg.keep_finished_max;
+    jobs_lock(h->jobs);
+    bool over = jobs_finished(h->jobs) > max;
+    jobs_unlock(h->jobs);
+    if (now < atomic_load(&next_sweep_ns) &&
+        !(over && now >= atomic_load(&last_sweep_ns) + NS_PER_S))
         return;
+    atomic_store(&last_sweep_ns, now);
     int64_t keep_ns = (int64_t)h->cfg.keep_finished_s * NS_PER_S;
     atomic_store(&next_sweep_ns, now + (keep_ns < 60 * NS_PER_S ? keep_ns / 2 + NS_PER_S
                                                                 : 60 * NS_PER_S));
     int64_t wall = clock_wall_ms();
     jobs_lock(h->jobs);
-    int n = jobs_sweep(h->jobs, wall - (int64_t)h->cfg.keep_finished_s * 1000);
+    int n = jobs_sweep(h->jobs, wall - (int64_t)h->cfg.keep_finished_s * 1000, max - max / 5);
     jobs_unlock(h->jobs);
     if (n)
         log_debug(MOD, "%d finished job(s) left memory (kept in the store)", n);

@@ -128,6 +128,28 @@ def test_finished_jobs_leave_memory_and_stay_readable(head_factory):
     assert jobs_in_memory(head, "cancelled") == 0  # a replay does not bring it back
 
 
+def test_finished_jobs_beyond_keep_finished_max_leave_memory_oldest_first(head_factory):
+    """A flood of short jobs must not fill the head's memory for
+    keep_finished_s: past [jobs] keep_finished_max finished jobs, the oldest
+    leave memory, down to four fifths of the max, without waiting for the
+    minute's sweep; all stay readable from the store."""
+    head = head_factory(config_text="[jobs]\nkeep_finished_max = 100\n")
+    c = head.client(head.add_tenant("acme"))
+    body = {"capability": "image.fast", "params": {"prompt": "a fox"}}
+    ids = []
+    for _ in range(250):
+        r = c.post("/v1/jobs", body)
+        assert r.status == 201, r
+        ids.append(r.json()["id"])
+        assert c.delete(f"/v1/jobs/{ids[-1]}").status == 200
+    wait_until(lambda: jobs_in_memory(head, "cancelled") <= 100, 30 * SLOW,
+               "the finished jobs in memory to come down to keep_finished_max")
+    assert jobs_in_memory(head, "cancelled") >= 60  # the newest stay, not all go
+    for j in ids:
+        r = c.get(f"/v1/jobs/{j}")
+        assert r.status == 200 and r.json()["state"] == "cancelled", r
+
+
 def test_a_key_of_a_job_older_than_a_restart_loads_replays_it(head_factory):
     """A restart loads the last hour's finished jobs into memory; a retried
     submit whose key names an older job gets that job back from the store

@@ -251,7 +251,7 @@ static void test_many_at_rest_foreach_find_sweep(void **state)
     assert_int_equal(full, N);
     assert_int_equal(rest, 0);
     /* The sweep puts them at rest again; idempotency lookups still find them. */
-    assert_int_equal(jobs_sweep(t, 0), 0);
+    assert_int_equal(jobs_sweep(t, 0, -1), 0);
     jobs_memory(t, &full, &rest);
     assert_int_equal(full, 0);
     assert_int_equal(rest, N);
@@ -361,6 +361,74 @@ static void test_until_end_watchers_fire_at_the_end_only(void **state)
     jobs_destroy(t);
 }
 
+/* A committed job of id, finished (succeeded) at ms (lock held). */
+static struct hjob *finished_job(struct jobs *t, uint64_t id, int64_t ms)
+{
+    struct job_rec r;
+    make_rec(&r, id, NULL);
+    struct hjob *j = jobs_insert(t, &r);
+    jobs_mark_committed(t, j);
+    j->rec.lc.state = LC_SUCCEEDED;
+    j->rec.finished_ms = ms;
+    jobs_retrack(t, j);
+    return j;
+}
+
+/* keep_finished_max: the sweep keeps the newest max finished jobs nobody
+ * waits on (hash order is not finish order here), and one somebody waits on
+ * besides; queued jobs stay. Jobs that finished in the same millisecond as
+ * the last one past max go with it. */
+static void test_sweep_keeps_the_newest_max_finished(void **state)
+{
+    (void)state;
+    enum { N = 1000, MAX = 100 };
+    const int64_t base = 1700000000000;
+    struct jobs *t = jobs_create();
+    jobs_lock(t);
+    struct hjob *watched = NULL;
+    for (uint64_t id = 1; id <= N; id++) {
+        int64_t off = (int64_t)((id * 7919) % N); /* every offset once, shuffled */
+        struct hjob *j = finished_job(t, id, base + off);
+        if (off == 0)
+            watched = j;
+    }
+    struct counted waiter = {.w = {.fire = count_fire, .until_end = true}};
+    jobs_watch(t, watched, &waiter.w); /* the oldest, but somebody waits on it */
+    for (uint64_t id = N + 1; id <= N + 5; id++) {
+        struct job_rec r;
+        make_rec(&r, id, NULL);
+        jobs_mark_committed(t, jobs_insert(t, &r));
+    }
+    assert_int_equal(jobs_finished(t), N);
+    assert_int_equal(jobs_sweep(t, 0, N), 0); /* within max: by time only, none old enough */
+    assert_int_equal(jobs_sweep(t, 0, MAX), N - 1 - MAX);
+    assert_int_equal(jobs_finished(t), MAX + 1);
+    for (uint64_t id = 1; id <= N; id++) {
+        int64_t off = (int64_t)((id * 7919) % N);
+        struct hjob *j = jobs_find(t, id);
+        assert_int_equal(j != NULL, off == 0 || off >= N - MAX);
+    }
+    long long depth;
+    int64_t backlog;
+    assert_int_equal(queued_count(t, &depth, &backlog), 5);
+    /* 50 more that finished at offset 940: the 50 past max are 900..939 and
+     * ten of the 51 at 940, and all 51 go: 59 stay (941..999). */
+    for (uint64_t id = N + 6; id < N + 56; id++)
+        finished_job(t, id, base + 940);
+    assert_int_equal(jobs_finished(t), MAX + 1 + 50);
+    assert_int_equal(jobs_sweep(t, 0, MAX), 40 + 51);
+    assert_int_equal(jobs_finished(t), 59 + 1);
+    assert_null(jobs_find(t, N + 6));
+    /* By time as before: everything finished before the cutoff goes. */
+    assert_int_equal(jobs_sweep(t, base + N, -1), 59);
+    assert_int_equal(jobs_finished(t), 1);
+    jobs_unwatch(t, watched, &waiter.w);
+    assert_int_equal(jobs_sweep(t, base + N, -1), 1);
+    assert_int_equal(queued_count(t, &depth, &backlog), 5);
+    jobs_unlock(t);
+    jobs_destroy(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -369,6 +437,7 @@ int main(void)
         cmocka_unit_test(test_many_at_rest_foreach_find_sweep),
         cmocka_unit_test(test_job_larger_than_a_slab),
         cmocka_unit_test(test_until_end_watchers_fire_at_the_end_only),
+        cmocka_unit_test(test_sweep_keeps_the_newest_max_finished),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
