@@ -904,26 +904,25 @@ static int64_t kth_smallest(int64_t *v, size_t n, size_t k)
     return v[want];
 }
 
-/* The cutoff that leaves at most max of the droppable finished jobs: they
- * are counted, and the finish time of the oldest one past max found
- * (lock held); INT64_MIN when they are max or fewer. */
+/* The cutoff that leaves at most max of the droppable finished jobs: the
+ * finish time just after the oldest one past max (lock held); INT64_MIN
+ * when they are max or fewer. One pass gathers their finish times (the
+ * finished jobs in memory bound their count). */
 static int64_t count_cutoff(struct jobs *t, long long max)
 {
-    size_t n = 0;
-    for (size_t i = 0; i < t->nbuckets; i++)
-        for (struct hjob *j = t->buckets[i]; j; j = j->next)
-            n += droppable(j);
-    if ((long long)n <= max)
+    size_t cap = (size_t)jobs_finished(t), m = 0;
+    if ((long long)cap <= max)
         return INT64_MIN;
-    int64_t *v = xmalloc(n * sizeof *v);
-    size_t m = 0;
+    int64_t *v = xmalloc(cap * sizeof *v);
     for (size_t i = 0; i < t->nbuckets; i++)
-        for (struct hjob *j = t->buckets[i]; j; j = j->next)
+        for (struct hjob *j = t->buckets[i]; j && m < cap; j = j->next)
             if (droppable(j))
                 v[m++] = j->rec.finished_ms;
-    /* Those finished at or before the (n - max)-th oldest's time go: at
-     * least n - max of them (more when others finished in the same ms). */
-    int64_t cut = kth_smallest(v, m, m - (size_t)max - 1) + 1;
+    int64_t cut = INT64_MIN;
+    /* Those finished at or before the (m - max)-th oldest's time go: at
+     * least m - max of them (more when others finished in the same ms). */
+    if ((long long)m > max)
+        cut = kth_smallest(v, m, m - (size_t)max - 1) + 1;
     free(v);
     return cut;
 }
