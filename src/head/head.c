@@ -346,8 +346,8 @@ static bool submit_early(struct head *h, const struct job_rec *rec)
            !inputs_named(rec->params_json);
 }
 
-/* The answer to a submit whose idempotency key names job first (the first
- * job, or 409 when the body differs); no lock held. */
+/* Answers a submit whose idempotency key names the job first: that job, or
+ * 409 when the body differs. No lock held. */
 static void idem_replay(struct head *h, struct job_rec *rec, const struct job_rec *first,
                         head_done_fn done, void *arg)
 {
@@ -361,16 +361,28 @@ static void idem_replay(struct head *h, struct job_rec *rec, const struct job_re
     job_rec_free_fields(&out);
 }
 
-/* The stored job with rec's idempotency key, for one that is not in memory:
- * finished jobs leave it (jobs_sweep), and a restart loads only the last
- * hour's. 0 and *first filled when there is one; GPUQ_ENOENT when not. */
-static int idem_stored(struct head *h, const struct job_rec *rec, struct job_rec *first)
+/* For a key that is not in memory (finished jobs leave it, jobs_sweep, and a
+ * restart loads only the last hour's): answers from the store — its job, 409,
+ * or the store's error when it cannot say — and returns true; false when the
+ * store has no job with the key either. No lock held. */
+static bool idem_answered_by_store(struct head *h, struct job_rec *rec, head_done_fn done,
+                                   void *arg)
 {
-    int rc = h->store->ops->job_find_idem(h->store, rec->tenant_id, rec->idem_key, first);
-    if (rc && rc != GPUQ_ENOENT)
-        log_warn(MOD, "looking up idempotency key of tenant %lld in the store: %s",
+    struct job_rec first = {0};
+    int rc = h->store->ops->job_find_idem(h->store, rec->tenant_id, rec->idem_key, &first);
+    if (rc == GPUQ_ENOENT)
+        return false;
+    if (rc == 0) {
+        idem_replay(h, rec, &first, done, arg);
+    } else { /* unknown whether a first job exists: accept nothing */
+        log_warn(MOD, "looking up an idempotency key of tenant %lld in the store: %s",
                  (long long)rec->tenant_id, gpuq_strerror(rc));
-    return rc;
+        if (rec->admitted)
+            admission_undo(h->admission, rec->tenant_name, rec);
+        done(arg, rc, &first, false);
+    }
+    job_rec_free_fields(&first);
+    return true;
 }
 
 void head_submit(struct head *h, struct job_rec *rec, bool to_end, head_done_fn done, void *arg)
@@ -383,24 +395,12 @@ void head_submit(struct head *h, struct job_rec *rec, bool to_end, head_done_fn 
                                 : NULL;
         if (!prev && rec->idem_key[0] && !asked_store) {
             /* Not in memory: asked of the store, without the table lock. A
-             * job with the key that is not there now is not yet durable, so
-             * it cannot have left memory when the loop looks again. */
+             * job with the key that the store lacks now is not yet durable,
+             * so it cannot have left memory when the loop looks again. */
             jobs_unlock(h->jobs);
             asked_store = true;
-            struct job_rec first = {0};
-            int rc = idem_stored(h, rec, &first);
-            if (rc == 0)
-                idem_replay(h, rec, &first, done, arg);
-            job_rec_free_fields(&first);
-            if (rc != GPUQ_ENOENT) {
-                if (rc) { /* unknown whether a first job exists: accept nothing */
-                    if (rec->admitted)
-                        admission_undo(h->admission, rec->tenant_name, rec);
-                    struct job_rec none = {0};
-                    done(arg, rc, &none, false);
-                }
+            if (idem_answered_by_store(h, rec, done, arg))
                 return;
-            }
             jobs_lock(h->jobs);
             continue;
         }
