@@ -385,6 +385,16 @@ static bool idem_answered_by_store(struct head *h, struct job_rec *rec, head_don
     return true;
 }
 
+/* Whether the store holds a job with rec's idempotency key (an error counts
+ * as no: the submit then asks again, and answers the error). */
+static bool idem_stored(struct head *h, const struct job_rec *rec)
+{
+    struct job_rec first = {0};
+    bool found = h->store->ops->job_find_idem(h->store, rec->tenant_id, rec->idem_key, &first) == 0;
+    job_rec_free_fields(&first);
+    return found;
+}
+
 void head_submit(struct head *h, struct job_rec *rec, bool to_end, head_done_fn done, void *arg)
 {
     bool asked_store = false;
@@ -470,6 +480,13 @@ int head_admit(struct head *h, const struct tenant_rec *t, struct job_rec *rec,
     snprintf(rec->tenant_name, sizeof rec->tenant_name, "%s", t ? t->name : "");
     int rc = admission_admit(h->admission, rec->tenant_name, rec,
                              admission_booking(rec->tenant_id, rec->idem_key), v);
+    if (rc == 0 && v->outcome != ADMIT_OK && rec->idem_key[0] && idem_stored(h, rec)) {
+        /* A replay of a job that left memory: it adds nothing, so nothing
+         * refuses it; head_submit answers it from the store. */
+        memset(v, 0, sizeof *v);
+        v->outcome = ADMIT_OK;
+        return 0;
+    }
     rec->admitted = rc == 0 && v->outcome == ADMIT_OK;
     if (rc == 0 && v->outcome == ADMIT_RETRY)
         metrics_count_429(rec->lane);
