@@ -361,10 +361,11 @@ static void idem_replay(struct head *h, struct job_rec *rec, const struct job_re
     job_rec_free_fields(&out);
 }
 
-/* For a key that is not in memory (finished jobs leave it, jobs_sweep, and a
- * restart loads only the last hour's): answers from the store — its job, 409,
- * or the store's error when it cannot say — and returns true; false when the
- * store has no job with the key either. No lock held. */
+/* For a key that is not in memory (finished jobs leave it, jobs_sweep, and
+ * a restart loads only those within keep_finished_s): answers from the
+ * store — its job, 409, or the store's error when it cannot say — and
+ * returns true; false when the store has no job with the key either. No
+ * lock held. */
 static bool idem_answered_by_store(struct head *h, struct job_rec *rec, head_done_fn done,
                                    void *arg)
 {
@@ -1212,7 +1213,11 @@ int head_recover(struct head *h)
     if (rc)
         return rc;
     struct recover_ctx c = {h, 0, 0, 0, {NULL, 0, 0}};
-    int64_t since = clock_wall_ms() - 3600 * 1000;
+    /* Finished jobs come back for what is left of their keep_finished_s
+     * (an hour at most): older ones would leave at the first sweep. Reads
+     * of the others, and replays of their keys, go to the store. */
+    int keep_s = h->cfg.keep_finished_s < 3600 ? h->cfg.keep_finished_s : 3600;
+    int64_t since = clock_wall_ms() - (int64_t)keep_s * 1000;
     rc = h->store->ops->load_jobs(h->store, since, recover_job, &c);
     dispatcher_adds_post(h->disp, &c.adds);
     if (rc)

@@ -151,8 +151,9 @@ def test_finished_jobs_beyond_keep_finished_max_leave_memory_oldest_first(head_f
 
 
 def test_a_key_of_a_job_older_than_a_restart_loads_replays_it(head_factory):
-    """A restart loads the last hour's finished jobs into memory; a retried
-    submit whose key names an older job gets that job back from the store
+    """A restart loads the finished jobs within keep_finished_s (an hour at
+    most) into memory; a retried submit whose key names an older job gets
+    that job back from the store
     (R5), with or without ?wait, not a second job nor an error — nor a 429
     when its lane is full, since a replay adds nothing to it."""
     head = head_factory(config_text="[admission]\nbatch_max_wait_s = 3\n")
