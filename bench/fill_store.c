@@ -5,11 +5,13 @@
  * deep queue (1,000,000 jobs) is there in seconds instead of the minutes the
  * API would take on a small machine. The rows look like those of
  * gpuq-loadgen's default submit (image.fast on image-v2, 512x512, 4 steps),
- * each with its own body hash. With --read it instead reads every live row
- * with one plain SELECT (each column fetched, nothing kept): the floor under
- * a restart, measured on the same rows.
+ * each with its own body hash. With --finished they are put in as jobs
+ * that succeeded three days ago instead: history a restart must not read.
+ * With --read it instead reads every live row with one plain SELECT (each
+ * column fetched, nothing kept): the floor under a restart, measured on the
+ * same rows.
  *
- *   gpuq-fill-store --data DIR --jobs N --tenant ID [--kv]
+ *   gpuq-fill-store --data DIR --jobs N --tenant ID [--finished] [--kv]
  *   gpuq-fill-store --data DIR --read [--kv]
  *
  * gpuqd must not be running on DIR. */
@@ -27,7 +29,7 @@
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: gpuq-fill-store --data DIR --jobs N --tenant ID [--kv]\n"
+    fprintf(stderr, "usage: gpuq-fill-store --data DIR --jobs N --tenant ID [--finished] [--kv]\n"
                     "       gpuq-fill-store --data DIR --read [--kv]\n");
 }
 
@@ -73,7 +75,7 @@ int main(int argc, char **argv)
     const char *data = NULL;
     long long njobs = -1;
     long long tenant = 0;
-    int kv = 0, read = 0;
+    int kv = 0, read = 0, finished = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--data") && i + 1 < argc) {
             data = argv[++i];
@@ -93,6 +95,8 @@ int main(int argc, char **argv)
             }
         } else if (!strcmp(argv[i], "--read")) {
             read = 1;
+        } else if (!strcmp(argv[i], "--finished")) {
+            finished = 1;
         } else if (!strcmp(argv[i], "--kv")) {
             kv = 1;
         } else {
@@ -158,6 +162,12 @@ int main(int argc, char **argv)
             lc_init(&j.lc, 0, 0);
             j.cost_s = 1.0 / 12;
             j.created_ms = now_ms;
+            if (finished) {
+                j.lc.state = LC_SUCCEEDED;
+                j.lc.attempt = 1;
+                j.created_ms = j.started_ms = now_ms - 3 * 86400 * 1000LL;
+                j.finished_ms = j.started_ms + 1000;
+            }
             rc = s->ops->job_insert(s, &j);
         }
         if (!rc)

@@ -63,8 +63,9 @@ struct store_ops {
     int (*load_batches)(struct store *s, store_batch_cb cb, void *arg);
     int (*load_tenants)(struct store *s, store_tenant_cb cb, void *arg);
     int (*load_tokens)(struct store *s, store_token_cb cb, void *arg);
-    /* Jobs not terminal, and terminal ones finished at or after since_ms. Job
-     * reads come with their attempt history. */
+    /* Jobs not terminal, and terminal ones finished at or after since_ms
+     * (those older by id than every result stored since then excepted), in
+     * id order. Job reads come with their attempt history. */
     int (*load_jobs)(struct store *s, int64_t since_ms, store_job_cb cb, void *arg);
     int (*job_get)(struct store *s, uint64_t id, struct job_rec *out);
     /* The job of tenant_id with idempotency key key (not empty), or GPUQ_ENOENT. */

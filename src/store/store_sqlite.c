@@ -642,13 +642,48 @@ static void bind_since(sqlite3_stmt *st, const void *arg)
     sqlite3_bind_int64(st, 1, *(const int64_t *)arg);
 }
 
+/* The live jobs' count and the highest id (about the table's rows). */
+static void live_of_rows(sqlite3_stmt *st, void *arg)
+{
+    int64_t *v = arg;
+    v[0] = sqlite3_column_int64(st, 0);
+    v[1] = sqlite3_column_int64(st, 1);
+}
+
+/* Two ways to the same rows, in id order. By index, when the live jobs are
+ * a small part of the table (the usual case: a short queue and a long
+ * history), so a restart's time follows them, not the history: queued and
+ * running jobs each come from the partial index jobs_live in id order
+ * ("state < 2" lets the planner use it), and the three parts merge without a
+ * sort; the recent finished ones are looked for from the lowest id among the
+ * results stored since since_ms (results_finished) on — a recent failure
+ * older than that stays out of memory, and reads of it go to the store, as
+ * for any finished job that left memory. By one scan of the table, when the
+ * live jobs are most of it (a deep queue): reading the rows in order is
+ * cheaper then than reaching each through the index (1,000,000 queued:
+ * about 1.5 s against 2.0 s to /healthz). */
+static const char load_by_index[] =
+    "SELECT " JOB_COLS " FROM jobs WHERE state = 0 AND state < 2"
+    " UNION ALL SELECT " JOB_COLS " FROM jobs WHERE state = 1 AND state < 2"
+    " UNION ALL SELECT " JOB_COLS " FROM jobs WHERE id >= (SELECT"
+    " coalesce(min(job_id), (SELECT coalesce(max(id), 0) + 1 FROM jobs))"
+    " FROM results WHERE finished_ms >= ?1) AND state >= 2 AND finished_ms >= ?1 ORDER BY id";
+static const char load_by_scan[] =
+    "SELECT " JOB_COLS " FROM jobs WHERE state < 2 UNION ALL SELECT " JOB_COLS
+    " FROM jobs WHERE state >= 2 AND finished_ms >= ?1 ORDER BY id";
+
 static int sq_load_jobs(struct store *s, int64_t since_ms, store_job_cb cb, void *arg)
 {
-    struct cb_pair p = {(void *)cb, arg, 0, ss(s)->rdb, NULL};
+    int64_t n[2] = {0, 0};
     int err = read_query(ss(s),
-                         "SELECT " JOB_COLS " FROM jobs WHERE state < 2 UNION ALL SELECT " JOB_COLS
-                         " FROM jobs WHERE state >= 2 AND finished_ms >= ?1 ORDER BY id",
-                         bind_since, &since_ms, job_row, &p);
+                         "SELECT (SELECT count(*) FROM jobs WHERE state < 2),"
+                         " (SELECT coalesce(max(id), 0) FROM jobs)",
+                         NULL, NULL, live_of_rows, n);
+    if (err)
+        return err;
+    struct cb_pair p = {(void *)cb, arg, 0, ss(s)->rdb, NULL};
+    err = read_query(ss(s), n[0] * 4 < n[1] ? load_by_index : load_by_scan, bind_since,
+                     &since_ms, job_row, &p);
     pthread_mutex_lock(&ss(s)->rlock);
     sqlite3_finalize(p.att);
     pthread_mutex_unlock(&ss(s)->rlock);

@@ -863,6 +863,42 @@ def test_restart_requeues_running_jobs_and_keeps_their_history(head_factory):
     assert [y["outcome"] for y in job_of(c, failed["id"])["attempts"]] == ["error", "requeued", "ok"]
 
 
+def test_restart_with_a_long_history_brings_back_live_and_recent_jobs(head_factory):
+    """With live jobs a small part of the store (here 2 of 10), a restart
+    reads them by index, not by a scan of every job ever stored
+    (bench/restart, BENCH_RESTART_HISTORY): the running job comes back
+    re-queued, the queued one queued, both in id order for the next poll,
+    and the recent finished ones are in memory again."""
+    h = head_factory()
+    key = h.add_tenant("acme")
+    c = h.client(key)
+    token = h.add_worker_token()
+    w = FakeWorker(h, token, "gpu-a").start()
+    done = []
+    for _ in range(8):
+        j = submit(c).json()
+        a = w.poll()
+        assert a["job_id"] == j["id"] and w.complete(a).status == 200
+        done.append(j["id"])
+    running = submit(c).json()["id"]
+    a = w.poll()
+    assert a["job_id"] == running
+    queued = submit(c).json()["id"]
+    assert h.stop() == 0
+    h.start()
+    assert ("recovered 1 queued and 1 running (re-queued) jobs; 8 recent finished"
+            in h.tail()), h.tail()
+    c = h.client(key)
+    assert job_of(c, running)["state"] == "queued"
+    assert all(job_of(c, j)["state"] == "succeeded" for j in done)
+    w = FakeWorker(h, token, "gpu-a").start()
+    first = w.poll()
+    assert first["job_id"] == running, first
+    assert w.complete(first).status == 200
+    second = w.poll()
+    assert second["job_id"] == queued, second
+
+
 def test_retry_leaves_the_failed_gpu_when_another_registers(head_factory):
     """A job fails on gpu-a while gpu-a is the only GPU of its capability, so
     its retry is placed back on gpu-a; gpu-b registers before gpu-a takes it.
