@@ -346,19 +346,16 @@ static bool submit_early(struct head *h, const struct job_rec *rec)
            !inputs_named(rec->params_json);
 }
 
-/* Answers a submit whose idempotency key names the job first: that job, or
- * 409 when the body differs. No lock held. */
-static void idem_replay(struct head *h, struct job_rec *rec, const struct job_rec *first,
+/* Answers a submit whose idempotency key names the job first (a copy the
+ * caller frees): that job, or 409 when the body differs. No lock held. */
+static void idem_replay(struct head *h, struct job_rec *rec, struct job_rec *first,
                         head_done_fn done, void *arg)
 {
-    struct job_rec out = {0};
+    struct job_rec none = {0};
     int rc = strcmp(first->body_hash, rec->body_hash) ? GPUQ_ECONFLICT : 0;
-    if (!rc)
-        job_rec_copy(&out, first);
     if (rec->admitted) /* a concurrent twin got in first: this one adds nothing */
         admission_undo(h->admission, rec->tenant_name, rec);
-    done(arg, rc, &out, rc == 0);
-    job_rec_free_fields(&out);
+    done(arg, rc, rc ? &none : first, rc == 0);
 }
 
 /* For a key that is not in memory (finished jobs leave it, jobs_sweep, and
@@ -387,7 +384,7 @@ static bool idem_answered_by_store(struct head *h, struct job_rec *rec, head_don
 }
 
 /* Whether the store holds a job with rec's idempotency key (an error counts
- * as no: the submit then asks again, and answers the error). */
+ * as no: admission's answer stands). */
 static bool idem_stored(struct head *h, const struct job_rec *rec)
 {
     struct job_rec first = {0};
