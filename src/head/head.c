@@ -387,10 +387,7 @@ static bool idem_answered_by_store(struct head *h, struct job_rec *rec, head_don
  * as no: admission's answer stands). */
 static bool idem_stored(struct head *h, const struct job_rec *rec)
 {
-    struct job_rec first = {0};
-    bool found = h->store->ops->job_find_idem(h->store, rec->tenant_id, rec->idem_key, &first) == 0;
-    job_rec_free_fields(&first);
-    return found;
+    return h->store->ops->job_find_idem(h->store, rec->tenant_id, rec->idem_key, NULL) == 0;
 }
 
 void head_submit(struct head *h, struct job_rec *rec, bool to_end, head_done_fn done, void *arg)

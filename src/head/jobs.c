@@ -930,7 +930,7 @@ static int64_t count_cutoff(struct jobs *t, long long max)
 int jobs_sweep(struct jobs *t, int64_t cutoff_ms, long long max_finished)
 {
     int dropped = 0;
-    if (max_finished >= 0 && jobs_finished(t) > max_finished) {
+    if (max_finished >= 0) {
         int64_t cut = count_cutoff(t, max_finished);
         if (cut > cutoff_ms)
             cutoff_ms = cut;

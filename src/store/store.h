@@ -68,7 +68,8 @@ struct store_ops {
      * id order. Job reads come with their attempt history. */
     int (*load_jobs)(struct store *s, int64_t since_ms, store_job_cb cb, void *arg);
     int (*job_get)(struct store *s, uint64_t id, struct job_rec *out);
-    /* The job of tenant_id with idempotency key key (not empty), or GPUQ_ENOENT. */
+    /* The job of tenant_id with idempotency key key (not empty), or
+     * GPUQ_ENOENT; out NULL: only whether there is one. */
     int (*job_find_idem)(struct store *s, int64_t tenant_id, const char *key,
                          struct job_rec *out);
     int (*job_list)(struct store *s, const struct store_list_filter *f, store_job_cb cb,

@@ -725,8 +725,8 @@ static int sq_job_get(struct store *s, uint64_t id, struct job_rec *out)
 
 /* The job of an idempotency key: its id from the index jobs_idem alone (the
  * statement kept on the read connection: most keys asked are new ones, and a
- * miss then costs one index probe), then the job. "idem_key <> ''" lets the
- * planner use that partial index. */
+ * miss then costs one index probe), then the job when out asks for it.
+ * "idem_key <> ''" lets the planner use that partial index. */
 static int sq_job_find_idem(struct store *s, int64_t tenant_id, const char *key,
                             struct job_rec *out)
 {
@@ -751,7 +751,9 @@ static int sq_job_find_idem(struct store *s, int64_t tenant_id, const char *key,
     pthread_mutex_unlock(&q->rlock);
     if (err)
         return err;
-    return id ? sq_job_get(s, id, out) : GPUQ_ENOENT;
+    if (!id)
+        return GPUQ_ENOENT;
+    return out ? sq_job_get(s, id, out) : 0;
 }
 
 static void bind_filter(sqlite3_stmt *st, const void *arg)
