@@ -41,8 +41,11 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "store/store.h"
+#include "store/walbuf.h"
 
 #define MOD "store"
+/* The writer connection's VFS when its commits sync (walbuf.h). */
+#define WRITER_VFS "gpuq-walbuf"
 
 /* The background checkpoint (see the top of the file): woken every
  * CKPT_BG_FRAMES frames, while commits add CKPT_BUSY_FRAMES frames or more. */
@@ -1146,10 +1149,11 @@ static int migrate(sqlite3 *db, char *err, size_t errlen)
     return 0;
 }
 
-static int open_conn(const char *path, sqlite3 **out, char *err, size_t errlen)
+/* open_conn opens path through the VFS named vfs (NULL: the default). */
+static int open_conn(const char *path, const char *vfs, sqlite3 **out, char *err, size_t errlen)
 {
     int rc = sqlite3_open_v2(path, out, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-                                            SQLITE_OPEN_NOMUTEX, NULL);
+                                            SQLITE_OPEN_NOMUTEX, vfs);
     if (rc != SQLITE_OK) {
         snprintf(err, errlen, "opening %s: %s", path, *out ? sqlite3_errmsg(*out) : "no memory");
         return GPUQ_EIO;
@@ -1285,6 +1289,19 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
     return SQLITE_OK;
 }
 
+/* The writer's VFS: one that writes each commit's WAL frames in one call
+ * (walbuf.h) when every commit syncs; else the default. */
+static const char *writer_vfs(const struct store_sqlite_options *opt)
+{
+    if (!opt->synchronous_full)
+        return NULL;
+    int rc = walbuf_register(WRITER_VFS, NULL);
+    if (rc == SQLITE_OK)
+        return WRITER_VFS;
+    log_warn(MOD, "the WAL's write buffer is off: %s", sqlite3_errstr(rc));
+    return NULL;
+}
+
 int store_sqlite_open(const struct store_sqlite_options *opt, struct store **out, char *err,
                       size_t errlen)
 {
@@ -1298,7 +1315,8 @@ int store_sqlite_open(const struct store_sqlite_options *opt, struct store **out
              "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s; PRAGMA foreign_keys=OFF;"
              " PRAGMA wal_autocheckpoint=%d;",
              opt->synchronous_full ? "FULL" : "NORMAL", STORE_WAL_CHECKPOINT_PAGES);
-    if (open_conn(opt->path, &q->wdb, err, errlen) || exec(q->wdb, pragmas, err, errlen) ||
+    if (open_conn(opt->path, writer_vfs(opt), &q->wdb, err, errlen) ||
+        exec(q->wdb, pragmas, err, errlen) ||
         migrate(q->wdb, err, errlen))
         goto fail;
     /* After the migrations: SQLite deletes a WAL it finds beside an empty
@@ -1307,13 +1325,13 @@ int store_sqlite_open(const struct store_sqlite_options *opt, struct store **out
         keep_wal(q->wdb);
         wal_preallocate(opt->path, opt->wal_prealloc_bytes);
     }
-    if (open_conn(opt->path, &q->rdb, err, errlen))
+    if (open_conn(opt->path, NULL, &q->rdb, err, errlen))
         goto fail;
     if (opt->wal_prealloc_bytes > 0)
         keep_wal(q->rdb);
     /* The checkpointer's connection syncs as the writer's does: its
      * checkpoint makes the database file durable before the WAL is reused. */
-    if (open_conn(opt->path, &q->cdb, err, errlen) || exec(q->cdb, pragmas, err, errlen))
+    if (open_conn(opt->path, NULL, &q->cdb, err, errlen) || exec(q->cdb, pragmas, err, errlen))
         goto fail;
     if (opt->wal_prealloc_bytes > 0)
         keep_wal(q->cdb);
