@@ -13,6 +13,9 @@
 
 #define MOD "committer"
 #define MAX_BATCH 4096
+/* How long after the last lazy op an idle committer still wakes by itself
+ * every lazy delay (see wait_for_work). */
+#define LAZY_WATCH_NS (1 * NS_PER_S)
 
 struct committer {
     struct store *store;
@@ -23,6 +26,9 @@ struct committer {
     struct commit_op *head, *tail;
     int eager;             /* queued ops that are not lazy */
     int64_t lazy_due_ns;   /* earliest due time of the queued lazy ops; 0: none */
+    int64_t sleep_until_ns; /* while idle: when it wakes by itself; 0: not before an op */
+    int64_t lazy_seen_ns;   /* when the last lazy op was queued; 0: never */
+    int64_t lazy_delay_ns;  /* that op's delay */
     bool stopping;
     struct committer_stats stats; /* under lock, but for healthy: read from `healthy` */
     atomic_bool healthy;          /* false from a failed batch or probe to the next success */
@@ -167,10 +173,21 @@ static bool wait_for_work(struct committer *c)
     bool timed = false;
     while (!c->stopping && !(c->head && work_due(c))) {
         c->idle = true;
+        c->sleep_until_ns = 0;
+        int64_t now;
         if (c->head) {
             /* Only lazy ops, not due yet: sleep until the first is (or an op comes). */
+            c->sleep_until_ns = c->lazy_due_ns;
             struct timespec due = mono_timespec(c->lazy_due_ns);
             pthread_cond_timedwait(&c->work, &c->lock, &due);
+            timed = false;
+        } else if (c->stats.healthy && c->lazy_delay_ns > 0 &&
+                   (now = clock_mono_ns()) - c->lazy_seen_ns < LAZY_WATCH_NS) {
+            /* Lazy ops came lately: look again after one's delay, so that
+             * queueing the next need not wake this thread (see enqueue). */
+            c->sleep_until_ns = now + c->lazy_delay_ns;
+            struct timespec tick = mono_timespec(c->sleep_until_ns);
+            pthread_cond_timedwait(&c->work, &c->lock, &tick);
             timed = false;
         } else if (c->stats.healthy) {
             pthread_cond_wait(&c->work, &c->lock);
@@ -278,7 +295,10 @@ static void enqueue(struct committer *c, struct commit_op *op)
         c->eager++;
     else if (!c->lazy_due_ns || op->lazy_due_ns < c->lazy_due_ns)
         c->lazy_due_ns = op->lazy_due_ns;
-    if (c->idle)
+    /* A lazy op due no sooner than an idle committer wakes by itself is
+     * left to that wake: an early job's insert and assignment then cost
+     * the committer no wake-up each (it wakes for the job's result). */
+    if (c->idle && (!op->lazy_due_ns || !c->sleep_until_ns || op->lazy_due_ns < c->sleep_until_ns))
         pthread_cond_signal(&c->work);
 }
 
@@ -311,6 +331,8 @@ void committer_submit_lazy(struct committer *c, struct commit_op *op, int64_t de
     int64_t due = clock_mono_ns() + (delay_ns > 0 ? delay_ns : 0);
     op->lazy_due_ns = due > 0 ? due : 1;
     pthread_mutex_lock(&c->lock);
+    c->lazy_seen_ns = clock_mono_ns();
+    c->lazy_delay_ns = delay_ns > 0 ? delay_ns : 0;
     enqueue(c, op);
     pthread_mutex_unlock(&c->lock);
 }
