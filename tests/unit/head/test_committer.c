@@ -138,6 +138,41 @@ static void lazy_alone_commits_after_its_delay(void **state)
     committer_destroy(c);
 }
 
+/* Once lazy ops have come, an idle committer wakes by itself every lazy
+ * delay and queueing a lazy op does not wake it (unless it is due before
+ * then): each still commits at its time, not before, and none is left. */
+static void lazy_ops_commit_on_time_while_the_committer_wakes_by_itself(void **state)
+{
+    (void)state;
+    struct fake f;
+    struct committer *c = start(&f);
+    struct nop a, far, near, d;
+    nop_init(&a, 1);
+    nop_init(&far, 2);
+    nop_init(&near, 3);
+    nop_init(&d, 4);
+    committer_submit_lazy(c, &a.op, 20 * NS_PER_MS);
+    assert_true(wait_done(&a));
+    /* Due long after the committer's next look: left to it. Then one due
+     * before that look: it must be woken for it, and takes both. */
+    committer_submit_lazy(c, &far.op, LONG_NS);
+    int64_t t0 = clock_mono_ns();
+    committer_submit_lazy(c, &near.op, 5 * NS_PER_MS);
+    assert_true(wait_done(&near));
+    assert_true(clock_mono_ns() - t0 >= 5 * NS_PER_MS);
+    assert_true(wait_done(&far));
+    assert_int_equal(near.batch_commits, 2);
+    assert_int_equal(far.batch_commits, 2);
+    /* Due no sooner than the committer looks again: it commits at its time. */
+    t0 = clock_mono_ns();
+    committer_submit_lazy(c, &d.op, 20 * NS_PER_MS);
+    assert_true(wait_done(&d));
+    assert_true(clock_mono_ns() - t0 >= 20 * NS_PER_MS);
+    assert_int_equal(d.batch_commits, 3);
+    assert_int_equal(f.napplied, 4);
+    committer_destroy(c);
+}
+
 static void lazy_ops_keep_their_order_after_a_commit(void **state)
 {
     (void)state;
@@ -241,6 +276,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(lazy_rides_with_the_next_waited_op),
         cmocka_unit_test(lazy_alone_commits_after_its_delay),
+        cmocka_unit_test(lazy_ops_commit_on_time_while_the_committer_wakes_by_itself),
         cmocka_unit_test(lazy_ops_keep_their_order_after_a_commit),
         cmocka_unit_test(stopping_commits_lazy_ops_at_once),
         cmocka_unit_test(idle_only_while_nothing_is_to_commit),
