@@ -139,9 +139,13 @@ static void post(struct dispatcher *d, struct dmsg *m)
     else
         d->head = m;
     d->tail = m;
-    if (d->idle)
-        pthread_cond_signal(&d->wake);
+    bool wake = d->idle;
     pthread_mutex_unlock(&d->lock);
+    /* After the unlock: woken under it, the dispatcher would only block on
+     * the lock again, a second wake-up. It looks at the queue under the lock
+     * before it sleeps, so none is lost. */
+    if (wake)
+        pthread_cond_signal(&d->wake);
 }
 
 /* excl holds the excluded workers (the failed set) spec->exclude points at (kept by the caller). */

@@ -280,7 +280,9 @@ void committer_destroy(struct committer *c)
     free(c);
 }
 
-static void enqueue(struct committer *c, struct commit_op *op)
+/* Queues op (lock held); returns whether the committer must be woken, which
+ * the caller does after unlocking (see wake). */
+static bool enqueue(struct committer *c, struct commit_op *op)
 {
     op->next = NULL;
     op->rc = 0;
@@ -298,8 +300,8 @@ static void enqueue(struct committer *c, struct commit_op *op)
     /* A lazy op due no sooner than an idle committer wakes by itself is
      * left to that wake: an early job's insert and assignment then cost
      * the committer no wake-up each (it wakes for the job's result). */
-    if (c->idle && (!op->lazy_due_ns || !c->sleep_until_ns || op->lazy_due_ns < c->sleep_until_ns))
-        pthread_cond_signal(&c->work);
+    return c->idle &&
+           (!op->lazy_due_ns || !c->sleep_until_ns || op->lazy_due_ns < c->sleep_until_ns);
 }
 
 int committer_wait(struct committer *c, struct commit_op *op)
@@ -318,12 +320,22 @@ int committer_run(struct committer *c, struct commit_op *op)
     return committer_wait(c, op);
 }
 
+/* Wakes the committer, after the lock is let go: woken under it, the thread
+ * would only block on the lock again, a second wake-up. It looks at the
+ * queue under the lock before it sleeps, so none is lost. */
+static void wake(struct committer *c, bool needed)
+{
+    if (needed)
+        pthread_cond_signal(&c->work);
+}
+
 void committer_submit(struct committer *c, struct commit_op *op)
 {
     op->lazy_due_ns = 0;
     pthread_mutex_lock(&c->lock);
-    enqueue(c, op);
+    bool w = enqueue(c, op);
     pthread_mutex_unlock(&c->lock);
+    wake(c, w);
 }
 
 void committer_submit_lazy(struct committer *c, struct commit_op *op, int64_t delay_ns)
@@ -333,19 +345,21 @@ void committer_submit_lazy(struct committer *c, struct commit_op *op, int64_t de
     pthread_mutex_lock(&c->lock);
     c->lazy_seen_ns = clock_mono_ns();
     c->lazy_delay_ns = delay_ns > 0 ? delay_ns : 0;
-    enqueue(c, op);
+    bool w = enqueue(c, op);
     pthread_mutex_unlock(&c->lock);
+    wake(c, w);
 }
 
 void committer_hurry(struct committer *c)
 {
+    bool w = false;
     pthread_mutex_lock(&c->lock);
     if (c->head && c->lazy_due_ns > 1) {
         c->lazy_due_ns = 1; /* due: work_due compares with the clock */
-        if (c->idle)
-            pthread_cond_signal(&c->work);
+        w = c->idle;
     }
     pthread_mutex_unlock(&c->lock);
+    wake(c, w);
 }
 
 void committer_get_stats(struct committer *c, struct committer_stats *out)
