@@ -107,8 +107,12 @@ static void push(struct outbox *ob, struct outbox_item *it)
     else
         ob->first = it;
     ob->last = it;
-    pthread_cond_broadcast(&ob->cv);
+    ob->pushed++;
     pthread_mutex_unlock(&ob->mu);
+    /* After the unlock: woken under it, the outbox thread would only block
+     * on the lock again. It looks at the queue under the lock before it
+     * sleeps, so no item is missed. */
+    pthread_cond_broadcast(&ob->cv);
 }
 
 static struct outbox_item *item_new(enum outbox_kind kind, const char *worker_id,
@@ -473,11 +477,14 @@ void *outbox_main(void *arg)
     struct outbox *ob = arg;
     pthread_mutex_lock(&ob->mu);
     while (!ob->stop) {
+        uint64_t seen = ob->pushed;
         pthread_mutex_unlock(&ob->mu);
         bool tried;
         int64_t next = outbox_step(ob, clock_mono_ns(), &tried);
         pthread_mutex_lock(&ob->mu);
-        if (tried || ob->stop)
+        /* A report queued while the step ran (its wake-up came before this
+         * thread waited) is looked at now, not after the wait. */
+        if (tried || ob->stop || ob->pushed != seen)
             continue;
         /* Nothing due: sleep until the next item is, or a new one comes. */
         int64_t wait_ns = next == INT64_MAX ? 1000 * NS_PER_MS : next - clock_mono_ns();

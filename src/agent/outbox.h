@@ -104,6 +104,7 @@ struct outbox {
     void (*on_send)(void *arg); /* called, unlocked, as outcomes leave for the head */
     void *on_send_arg;
     bool stop;
+    uint64_t pushed; /* reports queued so far: the thread sleeps only if none came since it looked */
     uint64_t delivered, dropped, retries;
 };
 
