@@ -86,7 +86,11 @@ struct dispatcher {
     struct dmsg *head, *tail;
     bool stopping;
     bool idle;                   /* the thread waits on wake */
-    /* dispatcher thread only: */
+    /* A round runs under round_lock: on the dispatcher thread, or on a
+     * request's thread while that one sleeps (run_here). */
+    pthread_mutex_t round_lock;
+    /* under round_lock: */
+    int64_t last_publish_ns;
     struct poller *pollers;
     struct dmsg *eta_pending;    /* added jobs whose ETA is answered after this round */
     int64_t next_expiry_ns;
@@ -120,7 +124,14 @@ static void poller_unref(struct poller *p)
 
 static void poller_finish(struct poller *p, int rc, const struct job_rec *recs, int n);
 
-static void post(struct dispatcher *d, struct dmsg *m)
+static bool run_here(struct dispatcher *d);
+
+/* How a message reaches a sleeping dispatcher: woken (WAKE), by a round run
+ * here when possible (RUN_HERE: the caller holds no lock), or not yet
+ * (LATER: the caller calls dispatcher_run once it holds no lock). */
+enum post_how { WAKE, RUN_HERE, LATER };
+
+static void post_how(struct dispatcher *d, struct dmsg *m, enum post_how how)
 {
     m->next = NULL;
     pthread_mutex_lock(&d->lock);
@@ -144,9 +155,11 @@ static void post(struct dispatcher *d, struct dmsg *m)
     /* After the unlock: woken under it, the dispatcher would only block on
      * the lock again, a second wake-up. It looks at the queue under the lock
      * before it sleeps, so none is lost. */
-    if (wake)
+    if (wake && how != LATER && !(how == RUN_HERE && run_here(d)))
         pthread_cond_signal(&d->wake);
 }
+
+static void post(struct dispatcher *d, struct dmsg *m) { post_how(d, m, WAKE); }
 
 /* excl holds the excluded workers (the failed set) spec->exclude points at (kept by the caller). */
 static void spec_from_rec(const struct job_rec *rec, struct job_spec *spec,
@@ -216,14 +229,14 @@ void dispatcher_adds_post(struct dispatcher *d, struct dispatch_adds *a)
 }
 
 void dispatcher_job_add_eta(struct dispatcher *d, const struct job_rec *rec, dispatch_eta_fn fn,
-                            void *arg)
+                            void *arg, bool later)
 {
     struct dmsg *m = xcalloc(1, sizeof *m);
     m->kind = M_JOB_ADD;
     spec_from_rec(rec, &m->spec, m->exclude);
     m->eta_fn = fn;
     m->eta_arg = arg;
-    post(d, m);
+    post_how(d, m, later ? LATER : WAKE);
 }
 
 void dispatcher_job_cancel(struct dispatcher *d, uint64_t job_id)
@@ -312,7 +325,7 @@ void dispatcher_poll(struct dispatcher *d, const struct dispatch_poll_worker *ws
     struct dmsg *m = xcalloc(1, sizeof *m);
     m->kind = M_POLL;
     m->poller = p;
-    post(d, m);
+    post_how(d, m, RUN_HERE);
 }
 
 /* The dispatcher's side ends: answer with rc (and the jobs) unless the timer did. */
@@ -818,10 +831,98 @@ static void publish(struct dispatcher *d)
     pthread_mutex_unlock(&d->lock);
 }
 
+/* One round: the messages in batch (taken from the queue, in order), the
+ * timed duties that are due, a placement, the pollers served and the ETAs
+ * answered. round_lock held. */
+static void run_round(struct dispatcher *d, struct dmsg *batch, int64_t now)
+{
+    int64_t stall = lc_stall_ns(d->last_loop_ns, now, STALL_SLACK_NS);
+    d->last_loop_ns = now;
+    if (stall > 0)
+        head_stalled(d->h, stall); /* before any lease or TTL is judged */
+    pthread_rwlock_wrlock(&d->sched_lock);
+    struct dmsg *next;
+    for (struct dmsg *m = batch; m; m = next) {
+        next = m->next;
+        if (handle(d, m, now))
+            free(m);
+    }
+    if (now >= d->next_expiry_ns) {
+        expire_workers(d, now);
+        d->next_expiry_ns = now + NS_PER_S / 2;
+    }
+    if (now >= d->next_tick_ns) {
+        head_tick(d->h);
+        tick_breakers(d, now);
+        if (d->h->admission) {
+            bool measured;
+            double r = admission_eta_rate(d->h->admission, SCHED_LANE_BATCH, &measured);
+            sched_lane_rate(d->sched, SCHED_LANE_BATCH, r, measured);
+        }
+        d->next_tick_ns = now + LIFECYCLE_TICK_NS;
+    }
+    int64_t t0 = clock_mono_ns();
+    int placed = sched_dispatch(d->sched, now, on_placed, d);
+    if (placed > 0) {
+        int64_t took = clock_mono_ns() - t0;
+        d->stats.decision_us_last = (double)took / 1e3 / placed;
+        metrics_decisions(placed, took);
+    }
+    if (d->h->cfg.sched.preempt_after_s > 0)
+        preempt_round(d, now);
+    serve_pollers(d, now);
+    struct dmsg *etas = read_etas(d, now);
+    sched_refresh(d->sched, now); /* ETA reads then share the lock */
+    pthread_rwlock_unlock(&d->sched_lock);
+    answer_etas(etas);
+    if (now - d->last_publish_ns > 100 * NS_PER_MS || placed) {
+        publish(d);
+        d->last_publish_ns = now;
+    }
+}
+
+/* Takes the queue and runs a round on it. round_lock held. */
+static void take_and_run(struct dispatcher *d, int64_t now)
+{
+    pthread_mutex_lock(&d->lock);
+    struct dmsg *batch = d->stopping ? NULL : d->head;
+    if (batch)
+        d->head = d->tail = NULL;
+    bool stopping = d->stopping;
+    pthread_mutex_unlock(&d->lock);
+    if (!stopping) /* else dispatcher_stop answers what is queued */
+        run_round(d, batch, now);
+}
+
+/* Runs a round on the calling thread (a request's, holding no lock) while
+ * the dispatcher thread sleeps: the request's message is handled without
+ * waking that thread, and a poll it answers goes out from the thread that
+ * serves it. Not when another round runs or one of the thread's timed
+ * duties is due (those stay on it). Returns whether it ran. */
+static bool run_here(struct dispatcher *d)
+{
+    if (pthread_mutex_trylock(&d->round_lock) != 0)
+        return false;
+    int64_t now = clock_mono_ns();
+    bool ran = now < d->next_tick_ns && now < d->next_expiry_ns;
+    if (ran)
+        take_and_run(d, now);
+    pthread_mutex_unlock(&d->round_lock);
+    return ran;
+}
+
+void dispatcher_run(struct dispatcher *d)
+{
+    pthread_mutex_lock(&d->lock);
+    bool wake = d->idle && d->head;
+    pthread_mutex_unlock(&d->lock);
+    if (wake && !run_here(d))
+        pthread_cond_signal(&d->wake);
+}
+
 static void *dispatcher_main(void *arg)
 {
     struct dispatcher *d = arg;
-    int64_t last_publish = 0;
     pthread_mutex_lock(&d->lock);
     while (!d->stopping) {
         if (!d->head) {
@@ -831,54 +932,10 @@ static void *dispatcher_main(void *arg)
             pthread_cond_timedwait(&d->wake, &d->lock, &ts);
             d->idle = false;
         }
-        struct dmsg *batch = d->head;
-        d->head = d->tail = NULL;
         pthread_mutex_unlock(&d->lock);
-
-        int64_t now = clock_mono_ns();
-        int64_t stall = lc_stall_ns(d->last_loop_ns, now, STALL_SLACK_NS);
-        d->last_loop_ns = now;
-        if (stall > 0)
-            head_stalled(d->h, stall); /* before any lease or TTL is judged */
-        pthread_rwlock_wrlock(&d->sched_lock);
-        struct dmsg *next;
-        for (struct dmsg *m = batch; m; m = next) {
-            next = m->next;
-            if (handle(d, m, now))
-                free(m);
-        }
-        if (now >= d->next_expiry_ns) {
-            expire_workers(d, now);
-            d->next_expiry_ns = now + NS_PER_S / 2;
-        }
-        if (now >= d->next_tick_ns) {
-            head_tick(d->h);
-            tick_breakers(d, now);
-            if (d->h->admission) {
-                bool measured;
-                double r = admission_eta_rate(d->h->admission, SCHED_LANE_BATCH, &measured);
-                sched_lane_rate(d->sched, SCHED_LANE_BATCH, r, measured);
-            }
-            d->next_tick_ns = now + LIFECYCLE_TICK_NS;
-        }
-        int64_t t0 = clock_mono_ns();
-        int placed = sched_dispatch(d->sched, now, on_placed, d);
-        if (placed > 0) {
-            int64_t took = clock_mono_ns() - t0;
-            d->stats.decision_us_last = (double)took / 1e3 / placed;
-            metrics_decisions(placed, took);
-        }
-        if (d->h->cfg.sched.preempt_after_s > 0)
-            preempt_round(d, now);
-        serve_pollers(d, now);
-        struct dmsg *etas = read_etas(d, now);
-        sched_refresh(d->sched, now); /* ETA reads then share the lock */
-        pthread_rwlock_unlock(&d->sched_lock);
-        answer_etas(etas);
-        if (now - last_publish > 100 * NS_PER_MS || placed) {
-            publish(d);
-            last_publish = now;
-        }
+        pthread_mutex_lock(&d->round_lock);
+        take_and_run(d, clock_mono_ns());
+        pthread_mutex_unlock(&d->round_lock);
         pthread_mutex_lock(&d->lock);
     }
     pthread_mutex_unlock(&d->lock);
@@ -901,6 +958,7 @@ struct dispatcher *dispatcher_create(struct head *h)
         sched_model_prior(d->sched, h->cfg.models[i].name, h->cfg.run_s[i], 1024, 1024, 30, 0);
     }
     pthread_mutex_init(&d->lock, NULL);
+    pthread_mutex_init(&d->round_lock, NULL);
     pthread_rwlock_init(&d->sched_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -926,6 +984,7 @@ void dispatcher_stop(struct dispatcher *d)
     pthread_cond_signal(&d->wake);
     pthread_mutex_unlock(&d->lock);
     pthread_join(d->thread, NULL);
+    pthread_mutex_lock(&d->round_lock); /* a round on a request's thread ends first */
     for (struct poller *p = d->pollers, *next; p; p = next) {
         next = p->next;
         poller_finish(p, GPUQ_EAGAIN, NULL, 0);
@@ -941,6 +1000,7 @@ void dispatcher_stop(struct dispatcher *d)
         free(m);
     }
     d->head = d->tail = NULL;
+    pthread_mutex_unlock(&d->round_lock);
 }
 
 void dispatcher_destroy(struct dispatcher *d)
@@ -962,6 +1022,7 @@ void dispatcher_destroy(struct dispatcher *d)
     hashmap_fini(&d->lanes);
     pthread_rwlock_destroy(&d->sched_lock);
     pthread_mutex_destroy(&d->lock);
+    pthread_mutex_destroy(&d->round_lock);
     pthread_cond_destroy(&d->wake);
     free(d);
 }

@@ -35,13 +35,19 @@ struct dispatch_adds {
 void dispatcher_adds_put(struct dispatcher *d, struct dispatch_adds *a, const struct job_rec *rec);
 void dispatcher_adds_post(struct dispatcher *d, struct dispatch_adds *a);
 /* As dispatcher_job_add, then fn(arg, rc, start_s, finish_s, why) with the job's
- * ETA (sched_job_eta) once this round placed what it could — on the
- * dispatcher thread, holding the scheduler (fn must not call the dispatcher's
- * locking readers). At shutdown: rc GPUQ_EAGAIN. */
+ * ETA (sched_job_eta) once the round that takes it placed what it could (fn
+ * must not call the dispatcher's locking readers). At shutdown: rc
+ * GPUQ_EAGAIN. later: the dispatcher is not woken for it; the caller, which
+ * may hold locks now, calls dispatcher_run once it holds none. */
 typedef void (*dispatch_eta_fn)(void *arg, int rc, double start_s, double finish_s,
                                 const char *why);
 void dispatcher_job_add_eta(struct dispatcher *d, const struct job_rec *rec, dispatch_eta_fn fn,
-                            void *arg);
+                            void *arg, bool later);
+/* Sees to what is queued: while the dispatcher thread sleeps, runs its round
+ * on the calling thread (which holds no lock; the round's callbacks run on
+ * it) unless another round runs or a timed duty of the thread is due, then
+ * it wakes the thread instead. */
+void dispatcher_run(struct dispatcher *d);
 void dispatcher_job_cancel(struct dispatcher *d, uint64_t job_id);
 /* An attempt on worker_id ended: frees its slot, lowers the worker's inflight
  * count, and (cls non-NULL: "" for success) records it on the worker's breaker. */
@@ -74,9 +80,10 @@ struct dispatch_poll_worker {
 /* An agent's long-poll: answer(arg, 0, recs, 1) once the worker has a
  * durable assignment, or answer(arg, GPUQ_EAGAIN, NULL, 0) at deadline_ns
  * (monotonic) or shutdown. Exactly once, from the committer, dispatcher or
- * timer thread; recs are valid during the call only. early: answer as soon as
+ * timer thread, or from the caller's (dispatcher_run: the caller holds no
+ * lock); recs are valid during the call only. early: answer as soon as
  * the assignment is made and queued for commit, without waiting for it to be
- * durable (from the dispatcher thread) — only for agents that echo the head's
+ * durable (from the round) — only for agents that echo the head's
  * epoch on every outcome (see struct head). An early poll may name several
  * workers (1..DISPATCH_POLL_WORKERS; without early only ws[0] counts, max 1):
  * it is answered once any of them has work, with what the scheduler has

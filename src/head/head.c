@@ -318,7 +318,7 @@ static void submit_done(struct commit_op *op, int rc)
     if (rc != 0 && o->rec.admitted)
         admission_undo(h->admission, o->rec.tenant_name, &o->rec); /* nothing was stored */
     if (rc == 0 && !o->early) { /* the dispatcher's turn: answered by submit_eta */
-        dispatcher_job_add_eta(h->disp, &o->rec, submit_eta, o);
+        dispatcher_job_add_eta(h->disp, &o->rec, submit_eta, o, false);
         return;
     }
     if (atomic_fetch_sub(&o->pending, 1) == 1)
@@ -454,9 +454,12 @@ void head_submit(struct head *h, struct job_rec *rec, bool to_end, head_done_fn 
      * Under the table lock: a failed insert's unwind comes after this add.
      * (A dispatcher that is stopping calls submit_eta here, which takes no
      * lock, and the commit's half, which is still to come, answers.) */
-    if (o->early)
-        dispatcher_job_add_eta(h->disp, &j->rec, submit_eta, o);
+    bool early = o->early; /* o may be answered and gone once the lock is let go */
+    if (early)
+        dispatcher_job_add_eta(h->disp, &j->rec, submit_eta, o, true);
     jobs_unlock(h->jobs);
+    if (early)
+        dispatcher_run(h->disp);
 }
 
 int head_admit(struct head *h, const struct tenant_rec *t, struct job_rec *rec,
