@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +90,7 @@ struct dispatcher {
     /* A round runs under round_lock: on the dispatcher thread, or on a
      * request's thread while that one sleeps (run_here). */
     pthread_mutex_t round_lock;
+    atomic_int npollers; /* polls in the list below: a round run here may answer one */
     /* under round_lock: */
     int64_t last_publish_ns;
     struct poller *pollers;
@@ -513,6 +515,7 @@ static void serve_pollers(struct dispatcher *d, int64_t now)
         pthread_mutex_unlock(&p->lock);
         if (abandoned) {
             *pp = p->next;
+            atomic_fetch_sub(&d->npollers, 1);
             poller_unref(p);
             continue;
         }
@@ -537,6 +540,7 @@ static void serve_pollers(struct dispatcher *d, int64_t now)
             /* Answered (early), or the committer's callback now holds the
              * dispatcher's reference. */
             *pp = p->next;
+            atomic_fetch_sub(&d->npollers, 1);
         } else {
             pp = &p->next;
         }
@@ -762,6 +766,7 @@ static bool handle(struct dispatcher *d, struct dmsg *m, int64_t now)
     case M_POLL:
         m->poller->next = d->pollers;
         d->pollers = m->poller;
+        atomic_fetch_add(&d->npollers, 1);
         break;
     case M_KICK:
         break;
@@ -916,7 +921,10 @@ void dispatcher_run(struct dispatcher *d)
     pthread_mutex_lock(&d->lock);
     bool wake = d->idle && d->head;
     pthread_mutex_unlock(&d->lock);
-    if (wake && !run_here(d))
+    /* Only when a poll waits, which the job may go to now: else the round
+     * would only queue it, and with a deep queue costs this request's
+     * thread what the dispatcher's would spend beside it. */
+    if (wake && !(atomic_load(&d->npollers) > 0 && run_here(d)))
         pthread_cond_signal(&d->wake);
 }
 
@@ -990,6 +998,7 @@ void dispatcher_stop(struct dispatcher *d)
         poller_finish(p, GPUQ_EAGAIN, NULL, 0);
     }
     d->pollers = NULL;
+    atomic_store(&d->npollers, 0);
     for (struct dmsg *m = d->head, *next; m; m = next) {
         next = m->next;
         if (m->kind == M_POLL)
