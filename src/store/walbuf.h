@@ -3,10 +3,10 @@
  *
  * SQLite writes each WAL frame as two writes (its 24-byte header, then the
  * page), so a commit of 7 pages costs 14 write calls before its fsync; on
- * the 2-core project machine those calls cost about as much CPU as the
- * fsync (bench/README.md, "One write a commit"). Through this VFS the
- * frames of a commit go to the file just before its sync, in one write for
- * up to WALBUF_CHUNK bytes.
+ * the 2-core project machine those were about a tenth of the committer's
+ * CPU a job (bench/README.md, "Fewer wake-ups a job, and one write a
+ * commit"). Through this VFS the frames of a commit go to the file just
+ * before its sync, in one write for up to WALBUF_CHUNK bytes.
  *
  * Only the WAL file is buffered; every other file, and every other call,
  * goes straight to the VFS underneath. The buffer is written to the file
