@@ -146,15 +146,20 @@ static void test_another_connection_sees_every_commit_at_once(void **state)
     sqlite3_close(w);
 }
 
+/* Begins a transaction and prepares sql in it. */
+static sqlite3_stmt *begin_with(sqlite3 *db, const char *sql)
+{
+    exec_ok(db, "BEGIN");
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    return st;
+}
+
 /* 40 rows of 64 KiB, 2.5 MiB: more than WALBUF_BYTES (each row's bytes
  * derived from its number, their sum kept beside them to check later). */
 static void big_transaction(sqlite3 *db, int from, const char *end)
 {
-    exec_ok(db, "BEGIN");
-    sqlite3_stmt *st = NULL;
-    assert_int_equal(sqlite3_prepare_v2(db, "INSERT INTO big(id, sum, data) VALUES(?, ?, ?)", -1,
-                                        &st, NULL),
-                     SQLITE_OK);
+    sqlite3_stmt *st = begin_with(db, "INSERT INTO big(id, sum, data) VALUES(?, ?, ?)");
     static unsigned char data[64 << 10];
     for (int i = from; i < from + 40; i++) {
         int64_t sum = 0;
@@ -256,11 +261,7 @@ static void test_a_failed_write_fails_its_commit_and_leaves_nothing(void **state
     void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
 
-    exec_ok(w, "BEGIN");
-    sqlite3_stmt *st = NULL;
-    assert_int_equal(sqlite3_prepare_v2(w, "INSERT INTO big(id, sum, data) VALUES(?, 0, ?)", -1,
-                                        &st, NULL),
-                     SQLITE_OK);
+    sqlite3_stmt *st = begin_with(w, "INSERT INTO big(id, sum, data) VALUES(?, 0, ?)");
     static unsigned char data[64 << 10];
     int rc = SQLITE_DONE;
     for (int i = 10; i < 50 && rc == SQLITE_DONE; i++) {
