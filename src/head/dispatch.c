@@ -1,6 +1,7 @@
-/* dispatch.c: the dispatcher thread (see dispatch.h): the scheduler, the
+/* dispatch.c: the dispatcher (see dispatch.h): the scheduler, the
  * per-worker circuit breakers, agents' long-polls, and the tick that drives
- * leases, timeouts and deadlines (head_tick) and breaker cool-downs. */
+ * leases, timeouts and deadlines (head_tick) and breaker cool-downs, which
+ * stays on the dispatcher's own thread. */
 #include "head/dispatch.h"
 
 #include <errno.h>

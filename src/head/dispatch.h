@@ -1,8 +1,10 @@
-/* dispatch.h: the dispatcher — the one thread that owns the scheduler's state
+/* dispatch.h: the dispatcher — the owner of the scheduler's state
  * (core/sched.h). Other threads hand it messages; it places jobs, hands
  * assignments to agents' waiting long-polls, expires silent workers and
- * publishes queue figures. An assignment is committed to the store before the
- * agent sees it. */
+ * publishes queue figures, in rounds: on its own thread, or, while that
+ * sleeps, on the thread of a request that handed it a message (an agent's
+ * poll, dispatcher_run), one round at a time. An assignment is committed to
+ * the store before the agent sees it (early polls: see dispatcher_poll). */
 #ifndef GPUQ_HEAD_DISPATCH_H
 #define GPUQ_HEAD_DISPATCH_H
 
@@ -43,10 +45,10 @@ typedef void (*dispatch_eta_fn)(void *arg, int rc, double start_s, double finish
                                 const char *why);
 void dispatcher_job_add_eta(struct dispatcher *d, const struct job_rec *rec, dispatch_eta_fn fn,
                             void *arg, bool later);
-/* Sees to what is queued: while the dispatcher thread sleeps, runs its round
- * on the calling thread (which holds no lock; the round's callbacks run on
- * it) unless another round runs or a timed duty of the thread is due, then
- * it wakes the thread instead. */
+/* Sees to what is queued: while the dispatcher thread sleeps and a poll
+ * waits, runs a round on the calling thread (which holds no lock; the
+ * round's callbacks run on it), unless another round runs or a timed duty of
+ * the thread is due; otherwise it wakes the thread. */
 void dispatcher_run(struct dispatcher *d);
 void dispatcher_job_cancel(struct dispatcher *d, uint64_t job_id);
 /* An attempt on worker_id ended: frees its slot, lowers the worker's inflight

@@ -27,7 +27,7 @@ struct committer {
     int eager;             /* queued ops that are not lazy */
     int64_t lazy_due_ns;   /* earliest due time of the queued lazy ops; 0: none */
     int64_t sleep_until_ns; /* while idle: when it wakes by itself; 0: not before an op */
-    int64_t lazy_seen_ns;   /* when the last lazy op was queued; 0: never */
+    int64_t lazy_seen_ns;   /* when the last lazy op was queued */
     int64_t lazy_delay_ns;  /* that op's delay */
     bool stopping;
     struct committer_stats stats; /* under lock, but for healthy: read from `healthy` */
@@ -340,10 +340,11 @@ void committer_submit(struct committer *c, struct commit_op *op)
 
 void committer_submit_lazy(struct committer *c, struct commit_op *op, int64_t delay_ns)
 {
-    int64_t due = clock_mono_ns() + (delay_ns > 0 ? delay_ns : 0);
+    int64_t now = clock_mono_ns();
+    int64_t due = now + (delay_ns > 0 ? delay_ns : 0);
     op->lazy_due_ns = due > 0 ? due : 1;
     pthread_mutex_lock(&c->lock);
-    c->lazy_seen_ns = clock_mono_ns();
+    c->lazy_seen_ns = now;
     c->lazy_delay_ns = delay_ns > 0 ? delay_ns : 0;
     bool w = enqueue(c, op);
     pthread_mutex_unlock(&c->lock);
