@@ -25,9 +25,10 @@ struct wb_file {
 static sqlite3_vfs *under_of(sqlite3_vfs *vfs) { return vfs->pAppData; }
 static sqlite3_file *real_of(sqlite3_file *f) { return ((struct wb_file *)f)->real; }
 
-/* Writes the buffer to the file and empties it, whatever the outcome. In
- * pieces of WALBUF_CHUNK: the unix VFS writes at most 128 KiB a call (and
- * reports a disk full for some larger sizes). */
+/* Writes the buffer to the file and empties it, whatever the outcome (none:
+ * nothing to do, as for a file that is not a WAL). In pieces of
+ * WALBUF_CHUNK: the unix VFS writes at most 128 KiB a call (and reports a
+ * disk full for some larger sizes). */
 static int wb_flush(struct wb_file *f)
 {
     int rc = SQLITE_OK;
@@ -43,7 +44,7 @@ static int wb_flush(struct wb_file *f)
 static int wb_close(sqlite3_file *file)
 {
     struct wb_file *f = (struct wb_file *)file;
-    int rc = f->buf ? wb_flush(f) : SQLITE_OK;
+    int rc = wb_flush(f);
     int crc = f->real->pMethods ? f->real->pMethods->xClose(f->real) : SQLITE_OK;
     free(f->buf);
     f->buf = NULL;
@@ -53,7 +54,7 @@ static int wb_close(sqlite3_file *file)
 static int wb_read(sqlite3_file *file, void *out, int n, sqlite3_int64 off)
 {
     struct wb_file *f = (struct wb_file *)file;
-    int rc = f->buf ? wb_flush(f) : SQLITE_OK;
+    int rc = wb_flush(f);
     return rc != SQLITE_OK ? rc : f->real->pMethods->xRead(f->real, out, n, off);
 }
 
@@ -79,28 +80,28 @@ static int wb_write(sqlite3_file *file, const void *data, int n, sqlite3_int64 o
 static int wb_truncate(sqlite3_file *file, sqlite3_int64 size)
 {
     struct wb_file *f = (struct wb_file *)file;
-    int rc = f->buf ? wb_flush(f) : SQLITE_OK;
+    int rc = wb_flush(f);
     return rc != SQLITE_OK ? rc : f->real->pMethods->xTruncate(f->real, size);
 }
 
 static int wb_sync(sqlite3_file *file, int flags)
 {
     struct wb_file *f = (struct wb_file *)file;
-    int rc = f->buf ? wb_flush(f) : SQLITE_OK;
+    int rc = wb_flush(f);
     return rc != SQLITE_OK ? rc : f->real->pMethods->xSync(f->real, flags);
 }
 
 static int wb_file_size(sqlite3_file *file, sqlite3_int64 *size)
 {
     struct wb_file *f = (struct wb_file *)file;
-    int rc = f->buf ? wb_flush(f) : SQLITE_OK;
+    int rc = wb_flush(f);
     return rc != SQLITE_OK ? rc : f->real->pMethods->xFileSize(f->real, size);
 }
 
 static int wb_fetch(sqlite3_file *file, sqlite3_int64 off, int n, void **p)
 {
     struct wb_file *f = (struct wb_file *)file;
-    int rc = f->buf ? wb_flush(f) : SQLITE_OK;
+    int rc = wb_flush(f);
     return rc != SQLITE_OK ? rc : f->real->pMethods->xFetch(f->real, off, n, p);
 }
 
