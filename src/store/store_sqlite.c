@@ -1,7 +1,9 @@
 /* store_sqlite.c: the embedded SQLite store (default backend). WAL mode with
  * synchronous=FULL: a committed transaction survives power loss. Writes use
- * one connection (the committer's); reads use a second connection behind a
- * mutex, so readers never see uncommitted state and never block the writer.
+ * one connection (the committer's; with synchronous=FULL it writes the WAL
+ * through walbuf.h, a commit's frames in one call at its sync); reads use a
+ * second connection behind a mutex, so readers never see uncommitted state
+ * and never block the writer.
  * Schema migrations are versioned with PRAGMA user_version.
  *
  * The WAL is written as zeros before SQLite first opens it and is kept at
