@@ -126,6 +126,27 @@ def config_args(var):
     return ["--config", os.path.abspath(path)] if path else []
 
 
+def start_gpuqd(procs, port, datadir):
+    """Starts gpuqd on port and waits for its head.url; returns (process,
+    None), or (process, why) when it did not come up."""
+    argv, _ = gpuq_server_spec(port, datadir)
+    srv = procs.start("server-gpuq", argv, os.path.join(datadir, "server.log"))
+    url_file = os.path.join(datadir, "head.url")
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not os.path.exists(url_file) and time.monotonic() < deadline \
+            and srv.poll() is None:
+        time.sleep(0.05)
+    if not os.path.exists(url_file):
+        return srv, "gpuqd not ready: " + bench.tail(os.path.join(datadir, "server.log"))
+    return srv, None
+
+
+def start_workers(procs, specs, datadir):
+    """Starts each (name, argv, env) of specs, logging to datadir/NAME.log."""
+    return [procs.start(name, argv, os.path.join(datadir, name + ".log"), env)
+            for name, argv, env in specs]
+
+
 def gpuq_worker_specs(k, port, ready_dir, tag):
     """One agent with k simulated GPUs (k workers); its token goes by env."""
     datadir = os.path.dirname(ready_dir)
@@ -162,15 +183,10 @@ def gpuq_run_config(procs, mode, rep, rundir, args):
     out = {"peer": "gpuq", "mode": mode, "rep": rep, "durability": desc,
            "server_argv": argv, "port": port}
     t_cfg = time.monotonic()
-    srv = procs.start("server-gpuq", argv, os.path.join(datadir, "server.log"))
+    srv, why = start_gpuqd(procs, port, datadir)
     try:
-        url_file = os.path.join(datadir, "head.url")
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not os.path.exists(url_file) and time.monotonic() < deadline \
-                and srv.poll() is None:
-            time.sleep(0.05)
-        if not os.path.exists(url_file):
-            out["error"] = "gpuqd not ready: " + bench.tail(os.path.join(datadir, "server.log"))
+        if why:
+            out["error"] = why
             return out
         c0 = commits(port, datadir)
         out["latency"] = bench.run_phase(procs, "gpuq", port, 1, "latency", datadir, dict(
@@ -207,8 +223,7 @@ def run_multi(procs, peer, port, k, datadir, args):
     go = os.path.join(datadir, "go-multi")
     os.makedirs(ready)
     os.makedirs(marks)
-    ws = [procs.start(name, argv, os.path.join(datadir, name + ".log"), env)
-          for name, argv, env in bench.worker_specs(peer, k, port, ready, "multi")]
+    ws = start_workers(procs, bench.worker_specs(peer, k, port, ready, "multi"), datadir)
     env = dict(os.environ, PYTHONPATH=PEERS_DIR, PYTHONDONTWRITEBYTECODE="1")
     res = {"clients": n_cl, "workers": k, "n_per_client": OWN.mc_n}
     cl = []
