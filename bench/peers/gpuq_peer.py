@@ -115,8 +115,8 @@ def commits(port, datadir):
     return None
 
 
-def gpuq_server_spec(port, datadir):
-    return [os.path.join(BUILD, "gpuqd"), "--listen", "127.0.0.1:%d" % port,
+def gpuq_server_spec(port, datadir, build=None):
+    return [os.path.join(build or BUILD, "gpuqd"), "--listen", "127.0.0.1:%d" % port,
             "--data", datadir] + config_args("GPUQ_PEER_HEAD_CONFIG"), DURABILITY
 
 
@@ -126,11 +126,13 @@ def config_args(var):
     return ["--config", os.path.abspath(path)] if path else []
 
 
-def start_gpuqd(procs, port, datadir):
+def start_gpuqd(procs, port, datadir, name="server-gpuq", build=None):
     """Starts gpuqd on port and waits for its head.url; returns (process,
-    None), or (process, why) when it did not come up."""
-    argv, _ = gpuq_server_spec(port, datadir)
-    srv = procs.start("server-gpuq", argv, os.path.join(datadir, "server.log"))
+    None), or (process, why) when it did not come up. name: the process's
+    name among procs' (its pid file); build: the build directory, if not
+    GPUQ_BUILD's."""
+    argv, _ = gpuq_server_spec(port, datadir, build)
+    srv = procs.start(name, argv, os.path.join(datadir, "server.log"))
     url_file = os.path.join(datadir, "head.url")
     deadline = time.monotonic() + READY_TIMEOUT_S
     while not os.path.exists(url_file) and time.monotonic() < deadline \
@@ -147,12 +149,13 @@ def start_workers(procs, specs, datadir):
             for name, argv, env in specs]
 
 
-def gpuq_worker_specs(k, port, ready_dir, tag):
-    """One agent with k simulated GPUs (k workers); its token goes by env."""
+def gpuq_worker_specs(k, port, ready_dir, tag, build=None):
+    """One agent with k simulated GPUs (k workers); its token goes by env.
+    build: the build directory, if not GPUQ_BUILD's."""
     datadir = os.path.dirname(ready_dir)
     token = admin_post(port, datadir, "/v1/worker-tokens", {"name": "peers-" + tag})["token"]
     env = dict(os.environ, GPUQ_WORKER_TOKEN=token)
-    argv = [os.path.join(BUILD, "gpuq-agent"), "--head", "http://127.0.0.1:%d" % port,
+    argv = [os.path.join(build or BUILD, "gpuq-agent"), "--head", "http://127.0.0.1:%d" % port,
             "--sim-gpus", str(k)] + config_args("GPUQ_PEER_AGENT_CONFIG")
     return [("gpuq-agent-%s" % tag, argv, env)]
 
