@@ -935,13 +935,7 @@ static void *dispatcher_main(void *arg)
     pthread_mutex_lock(&d->lock);
     while (!d->stopping) {
         if (!d->head) {
-            /* Until its next timed duty, so that it is done on time here: a
-             * request that finds one due cannot run its round on its own
-             * thread (run_here) and wakes this one instead. Only this thread
-             * writes the two times (a round run here runs when neither is
-             * due, and so changes neither). */
-            int64_t wake = d->next_tick_ns < d->next_expiry_ns ? d->next_tick_ns
-                                                                : d->next_expiry_ns;
+            int64_t wake = clock_mono_ns() + LIFECYCLE_TICK_NS;
             struct timespec ts = {.tv_sec = wake / NS_PER_S, .tv_nsec = wake % NS_PER_S};
             d->idle = true;
             pthread_cond_timedwait(&d->wake, &d->lock, &ts);
