@@ -1449,10 +1449,8 @@ static void agent_complete(struct ctx *c)
     l->id = id;
     http_defer(c->req, complete_finish, l);
     /* The body stays valid while the connection waits for the commit. */
-    bool here = head_commit_here_begin(c->h);
     head_complete(c->h, id, worker, (int)attempt, epoch, type, body, len, load_ms, run_ms,
                   later_done, l);
-    head_commit_here_end(c->h, here);
 }
 
 static void fail_finish(void *arg, struct http_resp *resp)

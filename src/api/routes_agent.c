@@ -269,15 +269,12 @@ void route_agent_outcomes(const struct route_call *c)
     atomic_init(&b->pending, (int)n + 1);
     http_defer(c->req, outcomes_finish, b);
     /* All go to the committer before any answer can complete the batch, so
-     * they share its next transaction (here, if it is idle). The body
-     * outlives the commits. */
-    bool here = head_commit_here_begin(c->h);
+     * they share its next transaction. The body outlives the commits. */
     for (size_t i = 0; i < n; i++) {
         struct outcome *it = &b->items[i];
         head_complete(c->h, it->id, it->worker, it->attempt, it->epoch, it->type, it->data,
                       it->len, it->load_ms, it->run_ms, item_done, it);
     }
-    head_commit_here_end(c->h, here);
     if (atomic_fetch_sub(&b->pending, 1) == 1)
         http_resume(c->req);
 }

@@ -841,17 +841,6 @@ void head_complete(struct head *h, uint64_t id, const char *worker, int attempt,
     dispatcher_job_released(h->disp, id, wid, load_ms * NS_PER_MS, run_ms * NS_PER_MS);
 }
 
-bool head_commit_here_begin(struct head *h)
-{
-    return committer_lend(h->committer);
-}
-
-void head_commit_here_end(struct head *h, bool lent)
-{
-    if (lent)
-        committer_commit_lent(h->committer);
-}
-
 void head_fail(struct head *h, uint64_t id, const char *worker, int attempt, uint64_t epoch,
                const char *cls, const char *message, head_done_fn done, void *arg)
 {

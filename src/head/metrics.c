@@ -673,9 +673,6 @@ static void render_head(struct head *h, struct buf *b)
     buf_printf(b, "gpuq_store_healthy %d\n", cs.healthy ? 1 : 0);
     header(b, "gpuq_store_failed_batches_total", "counter", "Group commits that failed.");
     buf_printf(b, "gpuq_store_failed_batches_total %lld\n", cs.failed_batches);
-    header(b, "gpuq_store_commits_on_request_thread_total", "counter",
-           "Group commits an agent's request ran on its own thread, the committer's being idle.");
-    buf_printf(b, "gpuq_store_commits_on_request_thread_total %lld\n", cs.lent_batches);
     int64_t tbytes, ntraces, evicted;
     trace_stats(&tbytes, &ntraces, &evicted);
     header(b, "gpuq_trace_memory_bytes", "gauge",

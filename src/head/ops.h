@@ -85,14 +85,6 @@ int head_progress(struct head *h, uint64_t id, const char *worker, int attempt, 
 void head_complete(struct head *h, uint64_t id, const char *worker, int attempt, uint64_t epoch,
                    const char *content_type, const void *data, size_t len, int64_t load_ms,
                    int64_t run_ms, head_done_fn done, void *arg);
-/* Around the head_complete calls of one agent request, whose answer waits
- * for their commit: when the committer's thread is idle (and has been for as
- * long as its last commit took), the request's own thread commits them in
- * head_commit_here_end (committer_lend), instead of waking the committer's
- * and being woken back: one hand-off less on a job's path. Under load the
- * committer's thread commits, as before. */
-bool head_commit_here_begin(struct head *h);
-void head_commit_here_end(struct head *h, bool lent);
 /* lc_fail: retried elsewhere while the budget lasts (never bad_input), else
  * dead (or failed/expired). done(flag = retried) runs once stored; fencing
  * errors answer at once. */

@@ -23,7 +23,6 @@ struct committer {
     pthread_mutex_t lock;
     pthread_cond_t work;   /* signalled when ops arrive or on stop */
     atomic_bool idle;      /* the thread waits on work (written under lock; read lock-free too) */
-    atomic_bool lent;      /* a caller commits in its place (committer_lend; written under lock) */
     struct commit_op *head, *tail;
     int eager;             /* queued ops that are not lazy */
     int64_t lazy_due_ns;   /* earliest due time of the queued lazy ops; 0: none */
@@ -31,8 +30,6 @@ struct committer {
     int64_t lazy_seen_ns;   /* when the last lazy op was queued */
     int64_t lazy_delay_ns;  /* that op's delay */
     bool stopping;
-    int64_t last_end_ns;   /* when the last batch ended, and how long it took */
-    int64_t last_took_ns;
     struct committer_stats stats; /* under lock, but for healthy: read from `healthy` */
     atomic_bool healthy;          /* false from a failed batch or probe to the next success */
     committer_observe_fn observe; /* set before the first op (committer_set_observer) */
@@ -115,17 +112,14 @@ static void run_batch(struct committer *c, struct commit_op *batch, int n)
          * only that op fails. */
         err = apply_all(c, batch, true);
     }
-    int64_t t1 = clock_mono_ns();
     pthread_mutex_lock(&c->lock);
-    c->last_end_ns = t1;
-    c->last_took_ns = t1 - t0;
     c->stats.batches++;
     c->stats.ops += n;
     if (n > c->stats.max_batch)
         c->stats.max_batch = n;
     pthread_mutex_unlock(&c->lock);
     if (c->observe)
-        c->observe(c->observe_arg, n, t1 - t0);
+        c->observe(c->observe_arg, n, clock_mono_ns() - t0);
     if (err)
         log_warn(MOD, "batch of %d operations failed: %s", n, gpuq_strerror(err));
     set_health(c, err);
@@ -177,14 +171,11 @@ static bool wait_for_work(struct committer *c)
 {
     struct timespec until;
     bool timed = false;
-    while (c->lent || (!c->stopping && !(c->head && work_due(c)))) {
+    while (!c->stopping && !(c->head && work_due(c))) {
         c->idle = true;
         c->sleep_until_ns = 0;
         int64_t now;
-        /* While lent (committer_lend), the caller commits, and wakes this
-         * thread when it hands back work the thread's plan does not cover
-         * (committer_commit_lent). */
-        if (c->head && !c->lent) {
+        if (c->head) {
             /* Only lazy ops, not due yet: sleep until the first is (or an op comes). */
             c->sleep_until_ns = c->lazy_due_ns;
             struct timespec due = mono_timespec(c->lazy_due_ns);
@@ -198,7 +189,7 @@ static bool wait_for_work(struct committer *c)
             struct timespec tick = mono_timespec(c->sleep_until_ns);
             pthread_cond_timedwait(&c->work, &c->lock, &tick);
             timed = false;
-        } else if (c->stats.healthy || c->lent) {
+        } else if (c->stats.healthy) {
             pthread_cond_wait(&c->work, &c->lock);
             timed = false;
         } else {
@@ -217,30 +208,6 @@ static bool wait_for_work(struct committer *c)
     return true;
 }
 
-/* Takes the first MAX_BATCH queued ops, lazy or not, in queue order, as
- * the next batch (lock held, queue not empty); *n: how many. */
-static struct commit_op *take_batch(struct committer *c, int *n)
-{
-    struct commit_op *batch = c->head, *last = batch;
-    int count = 1, eager = batch->lazy_due_ns == 0;
-    while (last->next && count < MAX_BATCH) {
-        last = last->next;
-        count++;
-        eager += last->lazy_due_ns == 0;
-    }
-    c->head = last->next;
-    if (!c->head)
-        c->tail = NULL;
-    last->next = NULL;
-    c->eager -= eager;
-    c->lazy_due_ns = 0;
-    for (struct commit_op *op = c->head; op; op = op->next) /* past MAX_BATCH only */
-        if (op->lazy_due_ns && (!c->lazy_due_ns || op->lazy_due_ns < c->lazy_due_ns))
-            c->lazy_due_ns = op->lazy_due_ns;
-    *n = count;
-    return batch;
-}
-
 static void *committer_main(void *arg)
 {
     struct committer *c = arg;
@@ -254,8 +221,22 @@ static void *committer_main(void *arg)
         }
         if (!c->head && c->stopping)
             break;
-        int n;
-        struct commit_op *batch = take_batch(c, &n);
+        struct commit_op *batch = c->head, *last = batch;
+        int n = 1, eager = batch->lazy_due_ns == 0;
+        while (last->next && n < MAX_BATCH) {
+            last = last->next;
+            n++;
+            eager += last->lazy_due_ns == 0;
+        }
+        c->head = last->next;
+        if (!c->head)
+            c->tail = NULL;
+        last->next = NULL;
+        c->eager -= eager;
+        c->lazy_due_ns = 0;
+        for (struct commit_op *op = c->head; op; op = op->next) /* past MAX_BATCH only */
+            if (op->lazy_due_ns && (!c->lazy_due_ns || op->lazy_due_ns < c->lazy_due_ns))
+                c->lazy_due_ns = op->lazy_due_ns;
         pthread_mutex_unlock(&c->lock);
         run_batch(c, batch, n);
         pthread_mutex_lock(&c->lock);
@@ -271,7 +252,6 @@ struct committer *committer_create(struct store *s)
     c->stats.healthy = true;
     atomic_init(&c->healthy, true);
     atomic_init(&c->idle, false);
-    atomic_init(&c->lent, false);
     pthread_mutex_init(&c->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -320,7 +300,7 @@ static bool enqueue(struct committer *c, struct commit_op *op)
     /* A lazy op due no sooner than an idle committer wakes by itself is
      * left to that wake: an early job's insert and assignment then cost
      * the committer no wake-up each (it wakes for the job's result). */
-    return c->idle && !c->lent &&
+    return c->idle &&
            (!op->lazy_due_ns || !c->sleep_until_ns || op->lazy_due_ns < c->sleep_until_ns);
 }
 
@@ -377,44 +357,8 @@ void committer_hurry(struct committer *c)
     pthread_mutex_lock(&c->lock);
     if (c->head && c->lazy_due_ns > 1) {
         c->lazy_due_ns = 1; /* due: work_due compares with the clock */
-        w = c->idle && !c->lent; /* a lender hands it back due (committer_commit_lent) */
+        w = c->idle;
     }
-    pthread_mutex_unlock(&c->lock);
-    wake(c, w);
-}
-
-bool committer_lend(struct committer *c)
-{
-    int64_t now = clock_mono_ns();
-    pthread_mutex_lock(&c->lock);
-    bool ok = c->idle && !c->lent && !c->stopping && c->stats.healthy &&
-              now - c->last_end_ns >= c->last_took_ns;
-    if (ok)
-        c->lent = true;
-    pthread_mutex_unlock(&c->lock);
-    return ok;
-}
-
-void committer_commit_lent(struct committer *c)
-{
-    pthread_mutex_lock(&c->lock);
-    /* Only lazy ops (a result nobody waits on yet): they keep waiting for a
-     * commit someone waits on, as they would have on the thread. */
-    if (c->eager > 0) {
-        int n;
-        struct commit_op *batch = take_batch(c, &n);
-        c->stats.lent_batches++;
-        pthread_mutex_unlock(&c->lock);
-        run_batch(c, batch, n);
-        pthread_mutex_lock(&c->lock);
-    }
-    c->lent = false;
-    /* The thread sleeps as it did before the lend, or without a timer: it is
-     * woken for a stop, a failure to probe, an op to commit now, or a lazy
-     * op due before it wakes by itself (the rule of enqueue). */
-    bool soon = c->head && (c->eager > 0 || !c->sleep_until_ns ||
-                            c->lazy_due_ns < c->sleep_until_ns);
-    bool w = c->idle && (c->stopping || !c->stats.healthy || soon);
     pthread_mutex_unlock(&c->lock);
     wake(c, w);
 }
@@ -428,8 +372,7 @@ void committer_get_stats(struct committer *c, struct committer_stats *out)
 
 bool committer_idle(struct committer *c)
 {
-    return atomic_load_explicit(&c->idle, memory_order_relaxed) &&
-           !atomic_load_explicit(&c->lent, memory_order_relaxed);
+    return atomic_load_explicit(&c->idle, memory_order_relaxed);
 }
 
 bool committer_healthy(struct committer *c)

@@ -36,11 +36,9 @@
 #include "store/store.h"
 
 struct commit_op {
-    /* Writes this operation's rows; runs on the committer thread (or the
-     * caller it is lent to: committer_lend) inside a transaction. */
+    /* Writes this operation's rows; runs on the committer thread inside a transaction. */
     int (*apply)(struct store *s, struct commit_op *op);
-    /* Async operations only: called after the commit (or failure) on the
-     * thread that committed it.
+    /* Async operations only: called on the committer thread after the commit (or failure).
      * The op may be freed inside. NULL for operations waited on with committer_run. */
     void (*done)(struct commit_op *op, int rc);
     void *arg;
@@ -55,7 +53,6 @@ struct commit_op {
 
 struct committer_stats {
     long long batches, ops, failed_ops;
-    long long lent_batches;      /* of batches, those a caller committed (committer_lend) */
     int max_batch;
     long long failed_batches, probes;
     bool healthy;
@@ -82,33 +79,14 @@ void committer_hurry(struct committer *c);
 /* Waits for an op submitted with done == NULL; returns its result. */
 int committer_wait(struct committer *c, struct commit_op *op);
 void committer_get_stats(struct committer *c, struct committer_stats *out);
-/* fn(arg, n, ns) runs on the committing thread after each batch: n operations
+/* fn(arg, n, ns) runs on the committer thread after each batch: n operations
  * committed (or failed) in ns, fsync included. Set it before the first submit. */
 typedef void (*committer_observe_fn)(void *arg, int n, int64_t ns);
 void committer_set_observer(struct committer *c, committer_observe_fn fn, void *arg);
-/* True while the committer thread waits for work and is not lent: nothing
- * is being committed, so an op submitted now starts a transaction at once (lock-free;
+/* True while the committer thread waits for work: nothing it must commit now
+ * is queued, so an op submitted now starts a transaction at once (lock-free;
  * any thread; a hint, already old when read). */
 bool committer_idle(struct committer *c);
-/* Lends the calling thread to the committer, to save the hand-off to its
- * thread (a wake-up) when one thread is about to wait on an op nobody else's
- * commit would carry. When the committer thread is idle, healthy and not
- * stopping, and has been idle at least as long as its last batch took, it
- * returns true, and until committer_commit_lent the thread starts no batch
- * and submits do not wake it. The caller then queues its ops as usual and
- * must call committer_commit_lent, which commits the queue (lazy ops too,
- * in queue order) on the calling thread, fsync and done callbacks included.
- * False: nothing changes, the thread commits as before.
- *
- * The idle-time condition keeps a busy head's commits on the thread: when
- * ops come faster than a commit takes, the caller has other work to do
- * meanwhile and the thread batches them (an agent's results with 8 clients:
- * about 10% fewer jobs a second when every idle moment was lent). */
-bool committer_lend(struct committer *c);
-/* After committer_lend returned true: commits what is queued, as the thread
- * would, then hands it back (waking it when ops were queued meanwhile). Call
- * it with no lock held that a done callback takes. */
-void committer_commit_lent(struct committer *c);
 /* True unless the last batch or probe failed (lock-free; any thread). */
 bool committer_healthy(struct committer *c);
 

@@ -18,7 +18,7 @@ import pytest
 from faultkit import Tmpfs
 from gpuq_harness import SLOW, Client, FakeWorker, Head, tiny_png, wait_until
 from test_agent import HEAD_CONFIG, Agent, Proxy, submit, wait_job
-from test_trace import metric, step, without_admitted
+from test_trace import step, without_admitted
 
 JOB = {"capability": "image.fast", "params": {"prompt": "a fox", "sim_ms": 0}}
 
@@ -268,46 +268,6 @@ def test_result_nobody_waits_for_is_durable_once_the_agent_is_answered(head_fact
     assert complete(w, a, epoch).status == 200
     t.join(timeout=30 * SLOW)
     assert not t.is_alive() and answers[0].json()["state"] == "succeeded", answers
-
-
-def test_waited_result_commits_on_the_agents_request_when_the_committer_is_idle(head_factory):
-    """One job at a time, a client waiting on each (POST ?wait): the agent's
-    result request commits the result on its own thread when the committer's
-    is idle (counted in /metrics), and the client's answer still means the
-    job and its bytes are on disk. A result nobody waits on is not committed
-    that way: it still waits for a commit someone waits on (or its delay)."""
-    head = head_factory(HEAD_CONFIG)
-    tenant = head.add_tenant("acme")
-    token = head.add_worker_token()
-    w = FakeWorker(head, token).start()
-    name = "gpuq_store_commits_on_request_thread_total"
-    before = metric(head, name)
-    done = []
-    for seed in range(3):  # the committer may be busy at one result (a registration's commit)
-        answers = []
-        t = threading.Thread(target=lambda: answers.append(
-            Client(head.url, tenant).post("/v1/jobs?wait=30", JOB)))
-        t.start()
-        epoch, a = poll_early(w)
-        png = tiny_png(seed=seed)
-        assert outcome_batch(w, a, epoch, a["attempt"], png)["status"] == 200
-        t.join(timeout=30 * SLOW)
-        assert not t.is_alive() and answers[0].json()["state"] == "succeeded", answers
-        done.append((a["job_id"], png))
-    assert metric(head, name) > before
-    head.kill9()
-    head.start()
-    c = head.client(tenant)
-    for jid, png in done:
-        assert c.get(f"/v1/jobs/{jid}/result").body == png
-
-    w = FakeWorker(head, token).start()
-    before = metric(head, name)
-    jid = c.post("/v1/jobs", JOB).json()["id"]
-    epoch, a = poll_early(w)
-    assert a["job_id"] == jid and complete(w, a, epoch).status == 200
-    assert c.get(f"/v1/jobs/{jid}").json()["state"] == "succeeded"
-    assert metric(head, name) == before
 
 
 def test_early_assignment_is_traced_where_the_worker_got_it(head_factory):

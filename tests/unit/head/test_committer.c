@@ -1,8 +1,7 @@
 /* test_committer.c: lazy operations of the group committer (store/committer.h)
  * on a store that only counts: a lazy op rides in the transaction of the next
  * op someone waits on, in queue order; alone it commits once its delay is
- * over; stopping commits it at once. When the committer reads as idle. And a
- * thread lent to it (committer_lend) commits the queue itself, alone.
+ * over; stopping commits it at once. And when the committer reads as idle.
  * Waits are on the ops' own completions, bounded; the long delays are never
  * waited out. */
 #include <setjmp.h>
@@ -11,7 +10,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <errno.h>
-#include <pthread.h>
 #include <sched.h>
 #include <semaphore.h>
 #include <string.h>
@@ -45,7 +43,6 @@ struct nop {
     struct commit_op op;
     int num;
     int batch_commits; /* the store's commit count when done ran */
-    pthread_t thread;  /* the thread done ran on */
     int rc;
     sem_t done_sem;
 };
@@ -64,7 +61,6 @@ static void nop_done(struct commit_op *op, int rc)
     struct nop *n = (struct nop *)op;
     n->rc = rc;
     n->batch_commits = g_fake->commits;
-    n->thread = pthread_self();
     sem_post(&n->done_sem);
 }
 
@@ -275,113 +271,6 @@ static void idle_only_while_nothing_is_to_commit(void **state)
     assert_int_equal(f.commits, 2);
 }
 
-/* A caller lent to the idle committer commits the whole queue itself: the
- * lazy op queued before, and the ops queued while lent (which do not wake
- * the committer's thread), in one transaction, in order, their done run on
- * the caller's thread before committer_commit_lent returns. One lender at a
- * time; afterwards the thread commits again. */
-static void lent_caller_commits_the_queue_itself(void **state)
-{
-    (void)state;
-    struct fake f;
-    struct committer *c = start(&f);
-    assert_true(idle_becomes(c, true));
-    struct nop lazy, eager, other, after;
-    nop_init(&lazy, 1);
-    nop_init(&eager, 2);
-    nop_init(&other, 3);
-    nop_init(&after, 4);
-    committer_submit_lazy(c, &lazy.op, LONG_NS);
-    assert_true(committer_lend(c));
-    assert_false(committer_lend(c));
-    assert_false(committer_idle(c));
-    committer_submit(c, &eager.op);
-    committer_submit(c, &other.op);
-    committer_commit_lent(c);
-    struct nop *mine[] = {&lazy, &eager, &other};
-    for (int i = 0; i < 3; i++) {
-        assert_int_equal(sem_trywait(&mine[i]->done_sem), 0); /* done already ran */
-        assert_int_equal(mine[i]->rc, 0);
-        assert_true(pthread_equal(mine[i]->thread, pthread_self()));
-        assert_int_equal(mine[i]->batch_commits, 1);
-        assert_int_equal(f.order[i], i + 1);
-    }
-    struct committer_stats st;
-    committer_get_stats(c, &st);
-    assert_int_equal(st.batches, 1);
-    assert_int_equal(st.lent_batches, 1);
-    assert_true(idle_becomes(c, true));
-    committer_submit(c, &after.op);
-    assert_true(wait_done(&after));
-    assert_false(pthread_equal(after.thread, pthread_self()));
-    assert_int_equal(f.commits, 2);
-    committer_destroy(c);
-}
-
-/* Lent with only a lazy op queued (a result nobody waits on yet): the caller
- * commits nothing, and the op still rides with the next op waited on, on
- * the committer's thread. */
-static void lent_caller_leaves_lazy_ops_to_the_next_waited_commit(void **state)
-{
-    (void)state;
-    struct fake f;
-    struct committer *c = start(&f);
-    assert_true(idle_becomes(c, true));
-    struct nop lazy, waited;
-    nop_init(&lazy, 1);
-    nop_init(&waited, 2);
-    assert_true(committer_lend(c));
-    committer_submit_lazy(c, &lazy.op, LONG_NS);
-    committer_commit_lent(c);
-    committer_submit(c, &waited.op);
-    assert_true(wait_done(&waited));
-    assert_true(wait_done(&lazy));
-    assert_int_equal(f.commits, 1);
-    assert_int_equal(lazy.batch_commits, 1);
-    assert_false(pthread_equal(lazy.thread, pthread_self()));
-    struct committer_stats st;
-    committer_get_stats(c, &st);
-    assert_int_equal(st.lent_batches, 0);
-    committer_destroy(c);
-}
-
-/* No lend while the committer's thread is in a transaction, nor until it
- * has been idle as long as that transaction took (a head whose ops come
- * faster than its commits take keeps them on the thread). The transaction
- * is held open for LONG_BATCH_NS, so that the refusal right after it does
- * not depend on how soon this thread runs again. */
-#define LONG_BATCH_NS (500 * NS_PER_MS)
-static void no_lend_while_a_transaction_runs_nor_right_after(void **state)
-{
-    (void)state;
-    struct fake f;
-    struct committer *c = start(&f);
-    struct gated g;
-    nop_init(&g.n, 1);
-    g.n.op.apply = gated_apply;
-    sem_init(&g.entered, 0, 0);
-    sem_init(&g.gate, 0, 0);
-    committer_submit(c, &g.n.op);
-    assert_true(sem_wait_10s(&g.entered));
-    assert_false(committer_lend(c));
-    int64_t until = clock_mono_ns() + LONG_BATCH_NS;
-    while (clock_mono_ns() < until)
-        sched_yield();
-    sem_post(&g.gate);
-    assert_true(wait_done(&g.n));
-    assert_true(idle_becomes(c, true));
-    assert_false(committer_lend(c));
-    /* Once idle that long, it lends (bounded wait for the state, 10 s). */
-    int64_t bound = clock_mono_ns() + 10 * NS_PER_S;
-    bool lent;
-    while (!(lent = committer_lend(c)) && clock_mono_ns() < bound)
-        sched_yield();
-    assert_true(lent);
-    committer_commit_lent(c); /* nothing queued: nothing to commit */
-    assert_int_equal(f.commits, 1);
-    committer_destroy(c);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -391,9 +280,6 @@ int main(void)
         cmocka_unit_test(lazy_ops_keep_their_order_after_a_commit),
         cmocka_unit_test(stopping_commits_lazy_ops_at_once),
         cmocka_unit_test(idle_only_while_nothing_is_to_commit),
-        cmocka_unit_test(lent_caller_commits_the_queue_itself),
-        cmocka_unit_test(lent_caller_leaves_lazy_ops_to_the_next_waited_commit),
-        cmocka_unit_test(no_lend_while_a_transaction_runs_nor_right_after),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
