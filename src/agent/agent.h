@@ -189,6 +189,9 @@ void poller_slot_freed_locked(struct worker *w);
 /* poller_outbox_sent: the outbox's hook (arg: struct agent *): results are
  * leaving, so workers that waited for theirs may poll. */
 void poller_outbox_sent(void *arg);
+/* poller_outbox_room: the outbox's hook (arg: struct agent *) when it has
+ * room again after workers found it full: they may poll at once. */
+void poller_outbox_room(void *arg);
 
 /* monitor.c */
 void *monitor_main(void *arg);

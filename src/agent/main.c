@@ -232,6 +232,7 @@ int main(int argc, char **argv)
                  a->workers[i]->view.concurrency);
     }
     outbox_set_on_send(&a->outbox, poller_outbox_sent, a);
+    outbox_set_on_room(&a->outbox, poller_outbox_room, a);
     for (int i = 0; i < a->nworkers; i++)
         if (worker_start(a->workers[i]) != 0) {
             fprintf(stderr, "gpuq-agent: cannot start worker %d\n", i);

@@ -203,10 +203,16 @@ void outbox_put_progress(struct outbox *ob, const char *worker_id, const char *j
     push(ob, it);
 }
 
+static bool full_locked(const struct outbox *ob)
+{
+    return ob->items >= ob->max_items || ob->bytes >= ob->max_bytes;
+}
+
 bool outbox_full(struct outbox *ob)
 {
     pthread_mutex_lock(&ob->mu);
-    bool full = ob->items >= ob->max_items || ob->bytes >= ob->max_bytes;
+    bool full = full_locked(ob);
+    ob->full_seen = ob->full_seen || full;
     pthread_mutex_unlock(&ob->mu);
     return full;
 }
@@ -316,6 +322,14 @@ void outbox_set_on_send(struct outbox *ob, void (*fn)(void *arg), void *arg)
     pthread_mutex_lock(&ob->mu);
     ob->on_send = fn;
     ob->on_send_arg = arg;
+    pthread_mutex_unlock(&ob->mu);
+}
+
+void outbox_set_on_room(struct outbox *ob, void (*fn)(void *arg), void *arg)
+{
+    pthread_mutex_lock(&ob->mu);
+    ob->on_room = fn;
+    ob->on_room_arg = arg;
     pthread_mutex_unlock(&ob->mu);
 }
 
@@ -468,7 +482,17 @@ int64_t outbox_step(struct outbox *ob, int64_t now, bool *tried)
     for (struct outbox_item *p = ob->first; p; p = p->next)
         if (!p->sending && p->due_ns < next)
             next = p->due_ns;
+    /* A worker that found it full took no work and sleeps until woken (or
+     * 100 ms): wake them once the head's answers leave room. */
+    void (*on_room)(void *) = NULL;
+    if (ob->full_seen && !full_locked(ob)) {
+        ob->full_seen = false;
+        on_room = ob->on_room;
+    }
+    void *on_room_arg = ob->on_room_arg;
     pthread_mutex_unlock(&ob->mu);
+    if (on_room)
+        on_room(on_room_arg);
     return next;
 }
 

@@ -103,6 +103,9 @@ struct outbox {
     bool batch_off; /* the head does not know batches (an older head): one by one */
     void (*on_send)(void *arg); /* called, unlocked, as outcomes leave for the head */
     void *on_send_arg;
+    void (*on_room)(void *arg); /* called, unlocked, when a full outbox has room again */
+    void *on_room_arg;
+    bool full_seen; /* outbox_full answered true since it last had room */
     bool stop;
     uint64_t pushed; /* reports queued so far: the thread sleeps only if none came since it looked */
     uint64_t delivered, dropped, retries;
@@ -117,6 +120,10 @@ void outbox_set_batch(struct outbox *ob, outbox_send_batch_fn fn);
 /* outbox_set_on_send: fn(arg) runs (without the outbox's lock) each time
  * reports are about to be sent, before the request. */
 void outbox_set_on_send(struct outbox *ob, void (*fn)(void *arg), void *arg);
+/* outbox_set_on_room: fn(arg) runs (without the outbox's lock) when a step
+ * finds the outbox below its bounds after outbox_full last answered true, so
+ * that workers that stopped taking work may ask again at once. */
+void outbox_set_on_room(struct outbox *ob, void (*fn)(void *arg), void *arg);
 /* outbox_fini frees what is left, unlinking its result files. */
 void outbox_fini(struct outbox *ob);
 

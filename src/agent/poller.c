@@ -30,6 +30,8 @@
 #define MOD "agent"
 /* Longest a worker waits for its result to leave before it polls anyway. */
 #define GATE_MS 100
+/* How long the outbox stays full before a worker says it takes no work. */
+#define FULL_SAY_MS 1000
 
 static void timed_wait(struct worker *w, int ms)
 {
@@ -102,6 +104,26 @@ void poller_slot_freed_locked(struct worker *w)
 void poller_outbox_sent(void *arg)
 {
     wake_one(arg, 0);
+}
+
+/* The outbox's other hook: it had been full, so workers took no work, and
+ * now has room. With group polls one is woken and asks for all (as above);
+ * without, each that waits is woken to ask for itself. */
+void poller_outbox_room(void *arg)
+{
+    struct agent *a = arg;
+    if (grouped(a)) {
+        wake_one(a, 0);
+        return;
+    }
+    for (int i = 0; i < a->nworkers; i++) {
+        struct worker *v = a->workers[i];
+        if (!atomic_load(&v->poll_waiting))
+            continue;
+        pthread_mutex_lock(&v->mu);
+        pthread_cond_broadcast(&v->cv);
+        pthread_mutex_unlock(&v->mu);
+    }
 }
 
 /* A group poll's members: the leader first, each with its free slots. */
@@ -206,6 +228,7 @@ void *poller_main(void *arg)
     int errors = 0;
     char path[256 + GPU_MAX * (AGENT_NAME_MAX + 4)];
     bool said_full = false;
+    int64_t full_since = 0;
     pthread_mutex_lock(&w->mu);
     for (;;) {
         int64_t gated_since = 0;
@@ -215,16 +238,27 @@ void *poller_main(void *arg)
             bool can = may_poll_locked(w);
             /* Set before the outbox is asked (see wake_one). */
             atomic_store(&w->poll_waiting, can);
-            /* A full outbox: results wait for the head; take no new work meanwhile. */
+            /* A full outbox: results wait for the head; take no new work
+             * meanwhile. Under load it fills and empties many times a second
+             * (its hook wakes this thread when it has room): said only once
+             * it has stayed full for FULL_SAY_MS. */
             bool full = outbox_full(&a->outbox);
-            if (can && full != said_full) {
-                if (full)
-                    log_warn(MOD, "worker %s: outbox full (outbox_max_jobs/outbox_max_bytes); "
-                                  "taking no new work until the head takes the results",
-                             w->id);
-                else
+            if (can && full) {
+                int64_t now = clock_mono_ns();
+                if (!full_since)
+                    full_since = now;
+                if (!said_full && now - full_since >= FULL_SAY_MS * NS_PER_MS) {
+                    log_warn(MOD, "worker %s: outbox full for %d ms "
+                                  "(outbox_max_jobs/outbox_max_bytes); taking no new work "
+                                  "until the head takes the results",
+                             w->id, FULL_SAY_MS);
+                    said_full = true;
+                }
+            } else if (!full) {
+                full_since = 0;
+                if (said_full)
                     log_info(MOD, "worker %s: outbox has room again; taking work", w->id);
-                said_full = full;
+                said_full = false;
             }
             int wait_ms = can && full ? 100 : 1000;
             if (can && !full && grouped(a) && outbox_waits_behind(&a->outbox, w->id)) {

@@ -438,6 +438,52 @@ static void test_waits_behind_and_the_send_hook(void **state)
     outbox_fini(&ob);
 }
 
+static void count_hook(void *arg)
+{
+    (*(int *)arg)++;
+}
+
+/* The room hook: once a worker has found the outbox full (outbox_full true),
+ * the first step that leaves it below its bounds runs the hook, once; a full
+ * outbox nobody asked about, or one still full after a step, runs nothing. */
+static void test_room_hook_after_full(void **state)
+{
+    (void)state;
+    struct script s;
+    script_init(&s, 200);
+    script_add(&s, GPUQ_EIO, 0); /* the first try: no answer */
+    struct outbox ob;
+    outbox_init(&ob, 2, 1 << 20, 200, 5000, scripted_send, &s);
+    int rooms = 0;
+    outbox_set_on_room(&ob, count_hook, &rooms);
+    outbox_put_fail(&ob, "w", "1", 1, NULL, "oom", "", 0);
+    outbox_put_fail(&ob, "w", "2", 1, NULL, "oom", "", 0);
+    outbox_put_fail(&ob, "w", "3", 1, NULL, "oom", "", 0);
+    bool tried;
+    outbox_step(&ob, 0, &tried); /* no answer: all three still held */
+    assert_true(tried);
+    assert_int_equal(rooms, 0); /* full, but nobody asked */
+    assert_true(outbox_full(&ob)); /* a worker finds it full */
+    outbox_step(&ob, 0, &tried); /* "2" delivered: 2 left, still full */
+    assert_true(tried);
+    assert_true(outbox_full(&ob));
+    assert_int_equal(rooms, 0);
+    outbox_step(&ob, 0, &tried); /* "3" delivered: room */
+    assert_int_equal(rooms, 1);
+    assert_false(outbox_full(&ob));
+    outbox_step(&ob, 200 * MS, &tried); /* "1" retried, delivered: no second call */
+    assert_true(tried);
+    assert_int_equal(rooms, 1);
+    assert_int_equal(outbox_outcomes_for(&ob, "w", NULL, NULL, 0), 0);
+    /* Full again and asked: the next answer that leaves room calls it again. */
+    outbox_put_fail(&ob, "w", "4", 1, NULL, "oom", "", 0);
+    outbox_put_fail(&ob, "w", "5", 1, NULL, "oom", "", 0);
+    assert_true(outbox_full(&ob));
+    outbox_step(&ob, 200 * MS, &tried);
+    assert_int_equal(rooms, 2);
+    outbox_fini(&ob);
+}
+
 /* A sender that blocks until released, to look at the outbox mid-send. */
 struct gate {
     pthread_mutex_t mu;
@@ -698,6 +744,7 @@ int main(void)
         cmocka_unit_test(test_full_by_count_and_bytes_never_refuses),
         cmocka_unit_test(test_outcomes_for_worker),
         cmocka_unit_test(test_waits_behind_and_the_send_hook),
+        cmocka_unit_test(test_room_hook_after_full),
         cmocka_unit_test(test_thread_put_never_waits_for_a_slow_send),
         cmocka_unit_test(test_batch_one_request_per_item_verdicts),
         cmocka_unit_test(test_batch_unknown_to_head_falls_back_to_single),
