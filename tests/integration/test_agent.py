@@ -683,6 +683,27 @@ def test_agent_slow_head_does_not_get_a_healthy_runtime_killed(cluster):
     assert "lost" not in agent.log(), agent.log()[-3000:]
 
 
+def test_agent_with_a_one_outcome_outbox_runs_every_job_once(cluster):
+    """An outbox of one outcome beside four slots is full after nearly every
+    result: the worker takes no work while it is, and is woken to take it
+    again when the head's answer leaves room (outbox_set_on_room). Every job
+    still succeeds once, on its first attempt, with a whole result, and no
+    outcome is dropped or lost on the way."""
+    head, make_agent = cluster
+    agent = make_agent("tiny", gpus=1, extra="concurrency = 4\noutbox_max_jobs = 1")
+    agent.wait_ready()
+    assert [w["concurrency"] for w in workers(head) if w["id"] == "tiny-gpu0"] == [4]
+    c = head.client(head.add_tenant("tiny"))
+    ids = [submit(c, {"capability": "image.fast", "params": {"prompt": f"t{i}", "sim_ms": 0}})["id"]
+           for i in range(40)]
+    for jid in ids:
+        j = wait_job(c, jid, 60)
+        assert j["state"] == "succeeded" and j["attempt"] == 1, j
+        assert png_ok(c.get(f"/v1/jobs/{jid}/result").body)
+    log = agent.log()
+    assert "dropped" not in log and "lost" not in log, log[-3000:]
+
+
 def test_agent_flooding_runtime_is_killed_restarted_and_the_log_stays_small(cluster):
     head, make_agent = cluster
     agent = make_agent("flood", gpus=2)
