@@ -65,24 +65,25 @@ static bool joinable_locked(struct agent *a, const struct worker *v)
     return may_poll_locked(v) && !outbox_waits_behind(&a->outbox, v->id);
 }
 
-/* Wakes the first worker that may poll now, from index `from` on (it then
- * gathers the others). Only workers whose poller waits are looked at: one
+/* Wakes pollers, from index `from` on. one: only the first worker that may
+ * poll now (it then gathers the others); else every one whose poller waits,
+ * each to ask for itself. Only workers whose poller waits are looked at: one
  * that does not will poll by itself. No wake is lost: a poller sets
- * poll_waiting before it asks the outbox whether its result has left, under
- * the outbox's lock, which the outbox also held to mark that result sent
- * before its hook comes here. */
-static void wake_one(struct agent *a, int from)
+ * poll_waiting before it asks the outbox whether its result has left (or
+ * whether it is full), under the outbox's lock, which the outbox also held
+ * to mark that result sent (or to see room) before its hook comes here. */
+static void wake_pollers(struct agent *a, int from, bool one)
 {
     for (int i = from; i < a->nworkers; i++) {
         struct worker *v = a->workers[i];
         if (!atomic_load(&v->poll_waiting))
             continue;
         pthread_mutex_lock(&v->mu);
-        bool can = joinable_locked(a, v);
+        bool can = !one || joinable_locked(a, v);
         if (can)
             pthread_cond_signal(&v->cv);
         pthread_mutex_unlock(&v->mu);
-        if (can)
+        if (can && one)
             return;
     }
 }
@@ -91,7 +92,7 @@ void poller_slot_freed_locked(struct worker *w)
 {
     struct agent *a = w->agent;
     if (grouped(a) && may_poll_locked(w)) {
-        atomic_store(&w->poll_waiting, true); /* before the outbox is asked (see wake_one) */
+        atomic_store(&w->poll_waiting, true); /* before the outbox is asked (see wake_pollers) */
         if (outbox_waits_behind(&a->outbox, w->id))
             return;
     }
@@ -103,7 +104,7 @@ void poller_slot_freed_locked(struct worker *w)
  * would race the others to lead and the group would split). */
 void poller_outbox_sent(void *arg)
 {
-    wake_one(arg, 0);
+    wake_pollers(arg, 0, true);
 }
 
 /* The outbox's other hook: it had been full, so workers took no work, and
@@ -111,19 +112,7 @@ void poller_outbox_sent(void *arg)
  * without, each that waits is woken to ask for itself. */
 void poller_outbox_room(void *arg)
 {
-    struct agent *a = arg;
-    if (grouped(a)) {
-        wake_one(a, 0);
-        return;
-    }
-    for (int i = 0; i < a->nworkers; i++) {
-        struct worker *v = a->workers[i];
-        if (!atomic_load(&v->poll_waiting))
-            continue;
-        pthread_mutex_lock(&v->mu);
-        pthread_cond_broadcast(&v->cv);
-        pthread_mutex_unlock(&v->mu);
-    }
+    wake_pollers(arg, 0, grouped(arg));
 }
 
 /* A group poll's members: the leader first, each with its free slots. */
@@ -152,7 +141,7 @@ static void gather(struct agent *a, struct group *g)
         }
         pthread_mutex_unlock(&v->mu);
     }
-    wake_one(a, i); /* one past the poll's room leads the next */
+    wake_pollers(a, i, true); /* one past the poll's room leads the next */
 }
 
 static void put_path(char *path, size_t size, struct agent *a, const struct group *g)
@@ -236,7 +225,7 @@ void *poller_main(void *arg)
             if (w->state == WS_DONE)
                 break;
             bool can = may_poll_locked(w);
-            /* Set before the outbox is asked (see wake_one). */
+            /* Set before the outbox is asked (see wake_pollers). */
             atomic_store(&w->poll_waiting, can);
             /* A full outbox: results wait for the head; take no new work
              * meanwhile. Under load it fills and empties many times a second
