@@ -107,6 +107,7 @@ void agent_config_defaults(struct agent_config *cfg, const char *argv0)
     cfg->outbox_batch = true;
     cfg->early_assign = true;
     cfg->group_poll = true;
+    cfg->assign_ahead = true;
     cfg->outbox_memory_bytes = 64 << 10;
     cfg->flood_bad_lines = 100;
     cfg->flood_window_ms = 1000;
@@ -254,6 +255,8 @@ static int agent_key(struct agent_config *c, const char *key, const char *value,
         SET_BOOL(c->early_assign);
     else if (strcmp(key, "group_poll") == 0)
         SET_BOOL(c->group_poll);
+    else if (strcmp(key, "assign_ahead") == 0)
+        SET_BOOL(c->assign_ahead);
     else if (strcmp(key, "sched_batch") == 0)
         SET_BOOL(c->sched_batch);
     else if (strcmp(key, "outbox_memory_bytes") == 0)
@@ -463,6 +466,7 @@ void agent_config_view(const struct agent_config *cfg, int index, int64_t vram_t
     memset(out, 0, sizeof *out);
     const struct agent_gpu_cfg *g = &cfg->gpus[index];
     out->concurrency = g->concurrency > 0 ? g->concurrency : cfg->concurrency;
+    out->ahead = cfg->assign_ahead ? 1 : 0;
     int64_t budget = vram_total_mb - cfg->vram_reserve_mb;
     int64_t pinned_mb = 0;
     /* Pinned models first: they stay resident, so the rest must fit beside them. */

@@ -74,6 +74,7 @@ struct agent_config {
     bool outbox_batch;           /* small results delivered in batches; default true */
     bool early_assign;           /* polls with early=1 (assignments before durable); default true */
     bool group_poll;             /* one early poll asks for several workers (with=); default true */
+    bool assign_ahead;           /* each worker holds one job beyond its slots; default true */
     bool sched_batch;            /* the agent's threads under SCHED_BATCH; default false */
     int64_t outbox_memory_bytes; /* results up to this size wait in memory, not a file; 65536 */
     int flood_bad_lines;         /* more bad runtime lines than this within… ; default 100 */
@@ -92,6 +93,7 @@ struct agent_worker_view {
     char caps[AGENT_MAX_CAPS][AGENT_NAME_MAX];
     int ncaps;
     int concurrency;
+    int ahead; /* jobs held beyond its slots, started when one frees (0 or 1) */
 };
 
 /* agent_config_defaults fills cfg with every default (and the built-in model

@@ -86,6 +86,8 @@ json_t *monitor_register_body_locked(const struct worker *w)
         caps, "concurrency", w->view.concurrency, "models", models);
     if (!atomic_load(&w->agent->incarnation_refused))
         json_object_set_new(body, "incarnation", json_string(w->agent->incarnation));
+    if (w->view.ahead > 0)
+        json_object_set_new(body, "ahead", json_integer(w->view.ahead));
     return body;
 }
 

@@ -1,12 +1,13 @@
 /* poller.c: the assignment long-polls (docs/protocol-worker.md). A worker
  * asks the head for work only while it is registered, ready, not draining
- * and has a free slot (so no job waits here that the head could still move
- * elsewhere) and the agent's outbox is not full, and hands what it gets to
- * the controller. It polls with early=1: the head answers before the
- * assignment is durable and names its epoch, which each assignment keeps and
- * every report of it echoes (an older head ignores early and names none); and
- * with max=the free slots, so one answer can fill a worker that runs several
- * jobs at once.
+ * and holds fewer jobs than its slots plus the one it may hold ahead
+ * (assign_ahead: the head hands that one only shortly before a slot frees,
+ * so it need not poll then) and the agent's outbox is not full, and hands
+ * what it gets to the controller. It polls with early=1: the head answers
+ * before the assignment is durable and names its epoch, which each
+ * assignment keeps and every report of it echoes (an older head ignores
+ * early and names none); and with max=what it may still hold, so one answer
+ * can fill a worker that runs several jobs at once.
  *
  * Group polls (`group_poll`, with a head that offers `poll_workers`): each
  * worker has a poller thread, but the one that polls first also asks, in the
@@ -55,7 +56,7 @@ static bool grouped(struct agent *a)
 static bool may_poll_locked(const struct worker *w)
 {
     return w->registered && !w->deregistered && w->state == WS_READY && !w->drain &&
-           !w->head_drain && w->held < w->view.concurrency && !w->polling;
+           !w->head_drain && w->held < w->view.concurrency + w->view.ahead && !w->polling;
 }
 
 /* Whether v may join a poll now: it may poll and no result of it waits
@@ -115,7 +116,8 @@ void poller_outbox_room(void *arg)
     wake_pollers(arg, 0, grouped(arg));
 }
 
-/* A group poll's members: the leader first, each with its free slots. */
+/* A group poll's members: the leader first, each with what it may still hold
+ * (free slots, and the job it may hold ahead). */
 struct group {
     struct worker *w[GPU_MAX];
     int free[GPU_MAX];
@@ -137,7 +139,7 @@ static void gather(struct agent *a, struct group *g)
         if (joinable_locked(a, v)) {
             v->polling = true;
             g->w[g->n] = v;
-            g->free[g->n++] = v->view.concurrency - v->held;
+            g->free[g->n++] = v->view.concurrency + v->view.ahead - v->held;
         }
         pthread_mutex_unlock(&v->mu);
     }
@@ -148,7 +150,7 @@ static void put_path(char *path, size_t size, struct agent *a, const struct grou
 {
     int n = snprintf(path, size, "/v1/agent/assignments?worker_id=%s&wait=%d%s", g->w[0]->id,
                      a->cfg.poll_wait_s, a->cfg.early_assign ? "&early=1" : "");
-    /* Early polls ask for every free slot's worth (a head without early
+    /* Early polls ask for all they may hold (a head without early
      * assignments ignores max and hands one). */
     if (a->cfg.early_assign && g->free[0] > 1)
         n += snprintf(path + n, size - (size_t)n, "&max=%d", g->free[0] < 16 ? g->free[0] : 16);
@@ -267,7 +269,8 @@ void *poller_main(void *arg)
         atomic_store(&w->poll_waiting, false);
         if (w->state == WS_DONE)
             break;
-        struct group g = {.w = {w}, .free = {w->view.concurrency - w->held}, .n = 1};
+        struct group g = {.w = {w}, .free = {w->view.concurrency + w->view.ahead - w->held},
+                          .n = 1};
         w->polling = true;
         pthread_mutex_unlock(&w->mu);
         if (grouped(a))

@@ -566,12 +566,41 @@ static void start_load(struct worker *w, struct job *j, const struct agent_model
     }
 }
 
+/* Starts job j (phase JOB_NEW): runs it when its model is resident, joins
+ * the load of its model in progress, or starts that load; it stays JOB_NEW
+ * while another model loads. */
+static void start_new(struct worker *w, struct job *j)
+{
+    if (vram_mgr_find(&w->vram, j->model) >= 0) {
+        start_run(w, j, !j->cold);
+        return;
+    }
+    if (w->load_rid[0]) {
+        if (strcmp(w->load_model, j->model) == 0) {
+            j->phase = JOB_LOADING;
+            j->cold = true;
+        }
+        return;
+    }
+    const struct agent_model *m = agent_config_model(cfg_of(w), j->model);
+    if (!m) {
+        job_fail(w, j, "bad_input", "model is not configured");
+        return;
+    }
+    start_load(w, j, m);
+}
+
 /* Moves held jobs forward: run what has its model resident; start at most one
- * load at a time for the first job that needs one. */
+ * load at a time for the first job that needs one. The head's jobs start in
+ * the order they came, at most one per slot: a job held ahead (the head's
+ * `ahead`, docs/protocol-worker.md) waits for a slot to free. Warm-up jobs
+ * start at once. */
 static void advance(struct worker *w)
 {
     if (w->rts != RTS_UP)
         return;
+    struct job *fresh[WORKER_MAX_JOBS];
+    int nfresh = 0, active = 0;
     for (int i = 0; i < WORKER_MAX_JOBS && w->rts == RTS_UP; i++) {
         struct job *j = &w->jobs[i];
         if (!j->used)
@@ -580,30 +609,24 @@ static void advance(struct worker *w)
             job_remove(w, j);
             continue;
         }
-        if (j->phase == JOB_LOADING) {
-            if (vram_mgr_find(&w->vram, j->model) >= 0)
-                start_run(w, j, false);
-            continue;
+        if (j->phase == JOB_LOADING && vram_mgr_find(&w->vram, j->model) >= 0)
+            start_run(w, j, false);
+        if (j->phase != JOB_NEW) {
+            active += !j->warmup;
+        } else if (j->warmup) {
+            start_new(w, j);
+        } else {
+            /* In the order they came (by assigned_ns). */
+            int k = nfresh++;
+            for (; k > 0 && fresh[k - 1]->assigned_ns > j->assigned_ns; k--)
+                fresh[k] = fresh[k - 1];
+            fresh[k] = j;
         }
-        if (j->phase != JOB_NEW)
-            continue;
-        if (vram_mgr_find(&w->vram, j->model) >= 0) {
-            start_run(w, j, !j->cold);
-            continue;
-        }
-        if (w->load_rid[0]) {
-            if (strcmp(w->load_model, j->model) == 0) {
-                j->phase = JOB_LOADING;
-                j->cold = true;
-            }
-            continue;
-        }
-        const struct agent_model *m = agent_config_model(cfg_of(w), j->model);
-        if (!m) {
-            job_fail(w, j, "bad_input", "model is not configured");
-            continue;
-        }
-        start_load(w, j, m);
+    }
+    for (int k = 0; k < nfresh && active < w->view.concurrency && w->rts == RTS_UP; k++) {
+        struct job *j = fresh[k];
+        start_new(w, j);
+        active += j->used && j->phase != JOB_NEW;
     }
 }
 

@@ -1078,7 +1078,7 @@ int json_parse_register(const char *body, size_t len, struct worker_rec *out,
 {
     static const char *const keys[] = {"protocol",     "worker_id",   "host",   "gpu",
                                        "capabilities", "concurrency", "models", "incarnation",
-                                       NULL};
+                                       "ahead",        NULL};
     memset(out, 0, sizeof *out);
     json_t *root = parse_object(body, len, err);
     int rc = GPUQ_EINVAL;
@@ -1098,12 +1098,13 @@ int json_parse_register(const char *body, size_t len, struct worker_rec *out,
         goto out;
     }
     const char *name = NULL, *uuid = NULL;
-    long long index = 0, vram = 0, conc = 1;
+    long long index = 0, vram = 0, conc = 1, ahead = 0;
     if (get_string(gpu, "name", "gpu.name", sizeof out->gpu_name - 1, &name, err) < 0 ||
         get_string(gpu, "uuid", "gpu.uuid", sizeof out->gpu_uuid - 1, &uuid, err) < 0 ||
         get_int(gpu, "index", "gpu.index", 0, 1024, &index, err) < 0 ||
         get_int(gpu, "vram_total_mb", "gpu.vram_total_mb", 0, 1 << 22, &vram, err) < 0 ||
-        get_int(root, "concurrency", "concurrency", 1, 64, &conc, err) < 0)
+        get_int(root, "concurrency", "concurrency", 1, 64, &conc, err) < 0 ||
+        get_int(root, "ahead", "ahead", 0, 1, &ahead, err) < 0)
         goto out;
     snprintf(out->gpu_name, sizeof out->gpu_name, "%s", name ? name : "");
     snprintf(out->gpu_uuid, sizeof out->gpu_uuid, "%s", uuid ? uuid : "");
@@ -1112,6 +1113,7 @@ int json_parse_register(const char *body, size_t len, struct worker_rec *out,
     out->tel.vram_free_mb = vram;
     snprintf(out->tel.health, sizeof out->tel.health, "ok");
     out->concurrency = (int)conc;
+    out->ahead = (int)ahead;
     if (parse_caps(root, out, err) ||
         parse_models(json_object_get(root, "models"), "models", out, false, err))
         goto out;
@@ -1376,10 +1378,10 @@ void json_render_worker(struct buf *out, const struct worker_rec *w, int64_t now
         json_put_string(out, w->caps[i]);
     }
     buf_printf(out,
-               "],\"concurrency\":%d,\"inflight\":%d,\"telemetry\":{\"temp_c\":%.1f,"
+               "],\"concurrency\":%d,\"ahead\":%d,\"inflight\":%d,\"telemetry\":{\"temp_c\":%.1f,"
                "\"vram_total_mb\":%lld,\"vram_used_mb\":%lld,\"vram_free_mb\":%lld,"
                "\"util_pct\":%.1f,\"power_w\":%.1f,\"sm_clock_mhz\":%d,\"throttle_reasons\":",
-               w->concurrency, w->inflight, w->tel.temp_c, (long long)w->tel.vram_total_mb,
+               w->concurrency, w->ahead, w->inflight, w->tel.temp_c, (long long)w->tel.vram_total_mb,
                (long long)w->tel.vram_used_mb, (long long)w->tel.vram_free_mb, w->tel.util_pct,
                w->tel.power_w, w->tel.sm_clock_mhz);
     buf_puts(out, "[");

@@ -208,6 +208,7 @@ void breaker_apply(const struct breaker *b, struct worker_info *w)
         break;
     case BREAKER_HALF_OPEN:
         w->concurrency = 1;
+        w->ahead = 0; /* one probe, nothing held behind it */
         if (b->probe_inflight)
             w->draining = true;
         break;

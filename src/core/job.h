@@ -28,14 +28,19 @@ struct sjob {
     struct sworker *w;    /* placed on / running on */
     struct sjob *prev, *next;
     uint8_t qlist;        /* QUEUED: which priority list (lane * 2 + tier) */
+    /* Flags in one byte (every queued job pays for this struct). */
     /* PLACED on a worker in its exclusion list (only when no other could
      * take it at the time); counted in sched.nexcl_placed. */
-    bool on_excluded;
+    bool on_excluded : 1;
     /* Preemption (core/preempt.h): RUNNING batch job picked as a victim (its
      * end is on its way: not picked again); interactive job a victim was
      * already picked for (one preemption per job). */
-    bool preempting;
-    bool preempted_for;
+    bool preempting : 1;
+    bool preempted_for : 1;
+    /* PLACED first on its worker and already handed to it (sched_take, "held
+     * ahead"): the worker starts it when a slot frees. It stays first, and
+     * no other worker may take it. */
+    bool ahead : 1;
     /* QUEUED: its node in the list's tree by order key (queue.c): children,
      * heap priority, and the cost_s summed over its subtree. */
     uint32_t tprio;

@@ -118,6 +118,18 @@ int lc_assign_in(const struct lc_policy *p, struct lc_job *j, const char *worker
     return 0;
 }
 
+int lc_begin(const struct lc_policy *p, struct lc_job *j, struct lc_now now)
+{
+    if (!j)
+        return GPUQ_EINVAL;
+    if (j->state != LC_RUNNING)
+        return GPUQ_ECONFLICT;
+    j->started_ms = now.wall_ms;
+    j->lease_until_ns = lease_end(p, now.mono_ns);
+    j->run_deadline_ns = j->timeout_ms > 0 ? now.mono_ns + j->timeout_ms * 1000000LL : 0;
+    return 0;
+}
+
 int lc_fence(const struct lc_job *j, const char *worker, int attempt)
 {
     if (!j || !worker || j->state != LC_RUNNING || attempt != j->attempt ||

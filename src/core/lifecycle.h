@@ -138,6 +138,11 @@ int lc_assign(const struct lc_policy *p, struct lc_job *j, const char *worker,
 int lc_assign_in(const struct lc_policy *p, struct lc_job *j, const char *worker,
                  uint64_t epoch, struct lc_now now);
 
+/* lc_begin: a RUNNING attempt that waited on its worker until a slot freed
+ * there (held ahead, core/sched.h) starts now: its start time, lease and
+ * execution timeout count from now. GPUQ_ECONFLICT when not RUNNING. */
+int lc_begin(const struct lc_policy *p, struct lc_job *j, struct lc_now now);
+
 /* lc_fence: 0 when (worker, attempt) is the job's current running attempt,
  * GPUQ_ESTALE otherwise. */
 int lc_fence(const struct lc_job *j, const char *worker, int attempt);

@@ -27,19 +27,28 @@ static bool has_free_slot(const struct sworker *w)
     return w->nrunning + w->nplaced < w->info.concurrency;
 }
 
-/* When w next frees a slot: the earliest estimated end of its running jobs
- * (now when one is overdue or a slot is free). */
+static int64_t est_ns(const struct sjob *j)
+{
+    return (int64_t)((j->est_load_s + j->est_run_s) * 1e9);
+}
+
+/* When w next frees a slot for another job: the earliest estimated end of its
+ * running jobs (now when one is overdue or a slot is free), after the job it
+ * holds ahead (which takes the first slot that frees). */
 static int64_t frees_at(const struct sworker *w, int64_t now)
 {
+    const struct sjob *held = w->placed_head && w->placed_head->ahead ? w->placed_head : NULL;
     if (w->nrunning < w->info.concurrency)
-        return now;
+        return held ? now + est_ns(held) : now;
     int64_t best = INT64_MAX;
     for (const struct sjob *r = w->run_head; r; r = r->next) {
-        int64_t end = r->est_start_ns + (int64_t)((r->est_load_s + r->est_run_s) * 1e9);
+        int64_t end = r->est_start_ns + est_ns(r);
         if (end < best)
             best = end;
     }
-    return best < now ? now : best;
+    if (best < now)
+        best = now;
+    return held ? best + est_ns(held) : best;
 }
 
 struct pick {
@@ -75,6 +84,10 @@ static void consider(const struct sched *s, struct sworker *w, const struct sjob
      * hit 0.925-0.926 (preemption off: 5.07 / 22.5 / 0.847). One model
      * (b2b-flood): every GPU holds it, unchanged. */
     if (load_s > 0)
+        return;
+    /* A GPU that holds a job ahead starts that one in the slot a victim
+     * frees: no victim there. */
+    if (w->placed_head && w->placed_head->ahead)
         return;
     for (struct sjob *r = w->run_head; r; r = r->next) {
         if (r->spec.lane != SCHED_LANE_BATCH || r->preempting)
@@ -179,7 +192,7 @@ int sched_preempt_pick(struct sched *s, int64_t now, struct sched_preempt *out)
         if (!w->placed_head || w->nrunning < w->info.concurrency)
             continue;
         for (struct sjob *j = w->placed_head; j; j = j->next)
-            if (j->spec.lane == SCHED_LANE_INTERACTIVE && !j->preempted_for &&
+            if (j->spec.lane == SCHED_LANE_INTERACTIVE && !j->preempted_for && !j->ahead &&
                 try_job(s, j, w, now, out))
                 return 1;
     }

@@ -32,6 +32,7 @@ void sched_config_defaults(struct sched_config *cfg)
     cfg->headroom_share = 0.15;
     cfg->headroom_window_s = 120;
     cfg->preempt_after_s = 0;
+    cfg->assign_ahead_s = 0.25;
 }
 
 struct sched *sched_create(const struct sched_config *cfg)
@@ -59,6 +60,8 @@ struct sched *sched_create(const struct sched_config *cfg)
         s->cfg.headroom_window_s = 120;
     if (!(s->cfg.preempt_after_s >= 0))
         s->cfg.preempt_after_s = 0;
+    if (!(s->cfg.assign_ahead_s >= 0) || !isfinite(s->cfg.assign_ahead_s))
+        s->cfg.assign_ahead_s = 0;
     hashmap_init(&s->model_ix);
     hashmap_init(&s->cap_ix);
     hashmap_init(&s->class_ix);
@@ -99,6 +102,7 @@ void sched_destroy(struct sched *s)
     free(s->blocked);
     free(s->run_memo);
     free(s->run_memo_gen);
+    free(s->started);
     hashmap_fini(&s->queue_ix);
     free(s->workers);
     free(s->caps);
@@ -441,14 +445,15 @@ static void placed_unlink(struct sched *s, struct sjob *j)
 
 /* Appends j to w's placed jobs — an interactive job (or an urgent batch
  * one, rule 13) ahead of every other batch job placed there (none of them
- * has started), so it never waits behind one. */
+ * has started), so it never waits behind one, bar one w already holds
+ * ahead (it starts first, whatever is placed). */
 static void placed_append(struct sched *s, struct sworker *w, struct sjob *j)
 {
     j->w = w;
     j->state = SJOB_PLACED;
     struct sjob *after = w->placed_tail;
     if (j->spec.lane == SCHED_LANE_INTERACTIVE || sched_batch_urgent(s, j, s->now))
-        while (after && after->spec.lane == SCHED_LANE_BATCH &&
+        while (after && !after->ahead && after->spec.lane == SCHED_LANE_BATCH &&
                !sched_batch_urgent(s, after, s->now))
             after = after->prev;
     j->prev = after;
@@ -523,10 +528,12 @@ static void unqueue_job(struct sched *s, struct sjob *j, bool served)
     s->nqueued--;
 }
 
-/* Sends every placed (not started) job of w back to its queue, oldest first. */
+/* Sends every placed (not started) job of w back to its queue, oldest first,
+ * but one w holds ahead: w has it and will run it (when w leaves,
+ * sched_worker_remove reports it lost, as it does a running one). */
 static void requeue_placed(struct sched *s, struct sworker *w)
 {
-    while (w->placed_tail) {
+    while (w->placed_tail && !w->placed_tail->ahead) {
         struct sjob *j = w->placed_tail;
         placed_unlink(s, j);
         queue_job(s, j, true);
@@ -551,7 +558,7 @@ static void release_excluded(struct sched *s)
         /* Back to front, each pushed to the queue's front: order kept. */
         for (struct sjob *j = w->placed_tail, *prev; j; j = prev) {
             prev = j->prev;
-            if (!j->on_excluded || !sched_exclusion_binds(s, j))
+            if (!j->on_excluded || j->ahead || !sched_exclusion_binds(s, j))
                 continue;
             free(j->moved_off);
             j->moved_off = xstrdup(w->info.id);
@@ -563,6 +570,13 @@ static void release_excluded(struct sched *s)
 
 static void forget_job(struct sched *s, struct sjob *j)
 {
+    /* A held job that started and ended before its start was collected. */
+    for (int i = 0; i < s->nstarted; i++)
+        if (s->started[i] == j->spec.id) {
+            memmove(s->started + i, s->started + i + 1,
+                    (size_t)(--s->nstarted - i) * sizeof(*s->started));
+            break;
+        }
     s->backlog_s -= (j->state != SJOB_RUNNING) ? j->cost_s : 0;
     hashmap_del_u64(&s->jobs, j->spec.id);
     sjob_free(j);
@@ -688,10 +702,13 @@ int sched_worker_remove(struct sched *s, const char *worker_id, int64_t now,
     if (!w)
         return GPUQ_ENOENT;
     requeue_placed(s, w);
-    while (w->run_head) {
-        struct sjob *j = w->run_head;
+    while (w->run_head || w->placed_head) {
+        struct sjob *j = w->run_head ? w->run_head : w->placed_head; /* held ahead */
         uint64_t id = j->spec.id;
-        running_unlink(s, j);
+        if (j->state == SJOB_RUNNING)
+            running_unlink(s, j);
+        else
+            placed_unlink(s, j);
         forget_job(s, j);
         if (lost)
             lost(id, arg);
@@ -805,6 +822,8 @@ int sched_job_add(struct sched *s, const struct job_spec *spec, int64_t now)
     return 0;
 }
 
+static void start_held(struct sched *s, struct sworker *w, int64_t now);
+
 int sched_job_cancel(struct sched *s, uint64_t job_id, int64_t now)
 {
     if (!s)
@@ -821,6 +840,7 @@ int sched_job_cancel(struct sched *s, uint64_t job_id, int64_t now)
         struct sworker *w = j->w;
         running_unlink(s, j);
         sched_worker_sync_open(s, w);
+        start_held(s, w, now); /* its worker stops it and starts what it holds */
     }
     forget_job(s, j);
     return 0;
@@ -835,6 +855,13 @@ int sched_job_finished(struct sched *s, uint64_t job_id, bool ok, int64_t load_n
     struct sjob *j = hashmap_get_u64(&s->jobs, job_id);
     if (!j)
         return GPUQ_ENOENT;
+    if (j->state == SJOB_PLACED && j->ahead) {
+        /* Held ahead, it ended before it started (cancelled, failed at its
+         * load, its worker lost): no run to learn from. */
+        placed_unlink(s, j);
+        forget_job(s, j);
+        return 0;
+    }
     if (j->state != SJOB_RUNNING)
         return GPUQ_ECONFLICT;
     struct sworker *w = j->w;
@@ -855,6 +882,7 @@ int sched_job_finished(struct sched *s, uint64_t job_id, bool ok, int64_t load_n
     running_unlink(s, j);
     sched_worker_sync_open(s, w);
     forget_job(s, j);
+    start_held(s, w, now);
     return 0;
 }
 
@@ -908,26 +936,12 @@ static void assume_loaded(struct sched *s, struct sworker *w, const struct sjob 
     }
 }
 
-int sched_take(struct sched *s, const char *worker_id, int64_t now, uint64_t *job_id)
+/* Moves j, placed first on w, to w's running jobs. */
+static void start_job(struct sched *s, struct sworker *w, struct sjob *j, int64_t now)
 {
-    if (!s || !worker_id || !job_id)
-        return GPUQ_EINVAL;
-    see_now(s, now);
-    struct sworker *w = worker_find(s, worker_id);
-    if (!w)
-        return GPUQ_ENOENT;
-    if (w->nrunning >= w->info.concurrency || !worker_usable(w))
-        return GPUQ_EAGAIN;
-    /* A retry placed here while this worker was the only one for it, which
-     * another could now take, is not this worker's to start. */
-    release_excluded(s);
-    if (!w->placed_head)
-        sched_rebalance_one(s, w, now, NULL, NULL);
-    struct sjob *j = w->placed_head;
-    if (!j)
-        return GPUQ_EAGAIN;
     sched_project(s, w, now);
     placed_unlink(s, j);
+    j->ahead = false;
     s->backlog_s -= j->cost_s;
     j->w = w;
     j->state = SJOB_RUNNING;
@@ -945,6 +959,73 @@ int sched_take(struct sched *s, const char *worker_id, int64_t now, uint64_t *jo
     assume_loaded(s, w, j, now);
     w->dirty = true;
     sched_worker_sync_open(s, w);
+}
+
+/* A slot of w is free: the job it holds ahead has started there (its worker
+ * starts it by itself), noted for sched_started_ahead. */
+static void start_held(struct sched *s, struct sworker *w, int64_t now)
+{
+    while (w->nrunning < w->info.concurrency && w->placed_head && w->placed_head->ahead) {
+        struct sjob *j = w->placed_head;
+        if (s->nstarted == s->capstarted) {
+            s->capstarted = s->capstarted ? 2 * s->capstarted : 8;
+            s->started = xrealloc(s->started, (size_t)s->capstarted * sizeof(*s->started));
+        }
+        s->started[s->nstarted++] = j->spec.id;
+        s->started_ahead++;
+        start_job(s, w, j, now);
+    }
+}
+
+int sched_started_ahead(struct sched *s, uint64_t *job_id)
+{
+    if (!s || !job_id || s->nstarted == 0)
+        return 0;
+    *job_id = s->started[0];
+    memmove(s->started, s->started + 1, (size_t)(--s->nstarted) * sizeof(*s->started));
+    return 1;
+}
+
+/* w's slots are all taken: hands it its first placed job to hold ahead, when
+ * it may hold one, holds none and a running job there is expected to end
+ * within assign_ahead_s. A reserved GPU takes a batch job only on a free
+ * slot (worker_info.reserved), so it holds none. */
+static int hand_ahead(struct sched *s, struct sworker *w, int64_t now, uint64_t *job_id)
+{
+    struct sjob *j = w->placed_head;
+    if (!j || j->ahead || w->info.ahead < 1 || w->info.reserved || !(s->cfg.assign_ahead_s > 0))
+        return GPUQ_EAGAIN;
+    sched_project_now(s, w, now);
+    if (w->overdue_ns - now > (int64_t)(s->cfg.assign_ahead_s * 1e9))
+        return GPUQ_EAGAIN;
+    j->ahead = true;
+    s->handed_ahead++;
+    *job_id = j->spec.id;
+    return 0;
+}
+
+int sched_take(struct sched *s, const char *worker_id, int64_t now, uint64_t *job_id)
+{
+    if (!s || !worker_id || !job_id)
+        return GPUQ_EINVAL;
+    see_now(s, now);
+    struct sworker *w = worker_find(s, worker_id);
+    if (!w)
+        return GPUQ_ENOENT;
+    if (!worker_usable(w))
+        return GPUQ_EAGAIN;
+    /* A retry placed here while this worker was the only one for it, which
+     * another could now take, is not this worker's to start. */
+    release_excluded(s);
+    start_held(s, w, now); /* a slot freed by a refresh (more slots) */
+    if (w->nrunning >= w->info.concurrency)
+        return hand_ahead(s, w, now, job_id);
+    if (!w->placed_head)
+        sched_rebalance_one(s, w, now, NULL, NULL);
+    struct sjob *j = w->placed_head;
+    if (!j)
+        return GPUQ_EAGAIN;
+    start_job(s, w, j, now);
     *job_id = j->spec.id;
     return 0;
 }
@@ -1006,6 +1087,8 @@ int sched_bind_front(struct sched *s, struct sjob *j, struct sworker *w, int64_t
 {
     if (j->state == SJOB_PLACED && j->w == w)
         return 0;
+    if (j->ahead)
+        return GPUQ_ECONFLICT; /* its worker holds it */
     struct sched_candidate c;
     if (sched_score_one(s, w, j, now, &c) != SCORE_OK)
         return GPUQ_EAGAIN;
@@ -1156,6 +1239,8 @@ void sched_stats(const struct sched *s, struct sched_stats *out)
     out->decisions = s->decisions;
     out->moves = s->moves;
     out->holds = s->holds;
+    out->handed_ahead = s->handed_ahead;
+    out->started_ahead = s->started_ahead;
 }
 
 /* Work (nominal GPU-seconds) queued ahead of j in dispatch order (lane, tier,

@@ -77,6 +77,11 @@ struct worker_info {
      * while no interactive job of its capabilities waits, and only on a free
      * slot, so the GPU is back to interactive work at the batch job's end. */
     bool reserved;
+    /* Jobs it holds beyond its slots, each started the moment a slot frees
+     * (0 or 1): sched_take may hand it its next job while every slot is
+     * taken, so the GPU does not idle between jobs for the round trip of
+     * its next request. */
+    int ahead;
 };
 
 /* What the scheduler needs of a job. */
@@ -153,6 +158,12 @@ struct sched_config {
      * than this for a GPU running batch work takes that GPU; the batch job is
      * stopped and queued again without blame. Default 0 (off). */
     double preempt_after_s;
+    /* A worker that holds a job ahead (worker_info.ahead) is handed its next
+     * placed job while its slots are taken only when a running job there is
+     * expected to end within this many seconds. That job can no longer move
+     * to a GPU that frees sooner, and an interactive job placed there later
+     * starts after it: the window bounds both. Default 0.25; 0 = never. */
+    double assign_ahead_s;
 };
 
 struct sched;
@@ -225,8 +236,17 @@ int sched_dispatch(struct sched *s, int64_t now,
                                   const struct sched_explain *why, void *arg),
                    void *arg);
 /* sched_take: the worker asks for work. Gives its next placed job (now running)
- * in *job_id, or returns GPUQ_EAGAIN when it has none. */
+ * in *job_id, or returns GPUQ_EAGAIN when it has none. A worker whose slots
+ * are all taken and that may hold a job ahead (worker_info.ahead,
+ * sched_config.assign_ahead_s) is given its next placed job to hold: it stays
+ * placed there, first, until a slot frees (a running job there finishes or
+ * is cancelled), when it counts as started; sched_started_ahead tells when. */
 int sched_take(struct sched *s, const char *worker_id, int64_t now, uint64_t *job_id);
+/* sched_started_ahead: one job held ahead that counts as started since the
+ * last call (its worker freed a slot) and is still running, oldest first:
+ * its id in *job_id and 1, or 0 when there is none. A caller whose workers hold jobs ahead calls it
+ * after each sched_job_finished, sched_job_cancel and sched_take, until 0. */
+int sched_started_ahead(struct sched *s, uint64_t *job_id);
 
 /* Introspection for ETAs and metrics. */
 struct sched_stats {
@@ -234,6 +254,8 @@ struct sched_stats {
     double backlog_s;            /* estimated GPU-seconds of queued + placed work */
     int64_t decisions, moves;    /* placements made; late-binding moves among them */
     int64_t holds;               /* decisions that kept a job queued for a full, better GPU */
+    int64_t handed_ahead;        /* jobs handed to a busy worker to hold (sched_take) */
+    int64_t started_ahead;       /* of those, started when a slot freed */
 };
 void sched_stats(const struct sched *s, struct sched_stats *out);
 /* sched_job_eta: estimated seconds from now until the job starts and finishes

@@ -140,7 +140,12 @@ struct sched {
     int nexcl_placed;          /* placed jobs with on_excluded set */
     uint64_t excl_checked_ver; /* fleet_ver at the last look at those jobs */
     double backlog_s;
+    /* Jobs held ahead that started (their worker freed a slot), not yet
+     * collected by sched_started_ahead: ids, oldest first. */
+    uint64_t *started;
+    int nstarted, capstarted;
     int64_t decisions, moves, holds;
+    int64_t handed_ahead, started_ahead;
     int64_t now; /* latest `now` seen (projection base for bookkeeping) */
     unsigned paused_lanes; /* bit 1 << lane: that lane's queued jobs are not placed */
     int64_t npromoted;     /* jobs moved to the front so far (orders the next one first) */

@@ -1042,8 +1042,8 @@ bool sched_rebalance_one(struct sched *s, struct sworker *f, int64_t now,
         sched_project_now(s, v, now);
         double tf = thermal_factor(s, v);
         for (struct sjob *j = v->placed_head; j; j = j->next) {
-            if (sched_worker_cap_slot(f, j->cap) < 0)
-                continue;
+            if (j->ahead || sched_worker_cap_slot(f, j->cap) < 0)
+                continue; /* one held ahead is its worker's */
             double wait = j->est_start_ns > now ? ns_to_s(j->est_start_ns - now) : 0;
             double cur = wait * tf + j->est_load_s + j->est_run_s;
             if (cur <= best_gain)

@@ -200,6 +200,7 @@ static const struct key_def keys[] = {
     K_DBL("scheduler", "headroom_share", sched.headroom_share, 0, 0.999),
     K_DBL("scheduler", "headroom_window_s", sched.headroom_window_s, 1, 86400),
     K_DBL("scheduler", "preempt_after_s", sched.preempt_after_s, 0, 3600),
+    K_DBL("scheduler", "assign_ahead_s", sched.assign_ahead_s, 0, 3600),
     K_INT("scheduler", "free_tier_every", sched.free_tier_every, 1, 1000),
     K_INT("capacity", "max_gpus", max_gpus, 0, 100000),
     K_INT("capacity", "window_s", capacity_window_s, 10, 86400),

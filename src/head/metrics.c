@@ -665,6 +665,13 @@ static void render_head(struct head *h, struct buf *b)
     header(b, "gpuq_scheduler_holds_total", "counter",
            "Decisions that kept a job queued for a busy but better GPU.");
     buf_printf(b, "gpuq_scheduler_holds_total %lld\n", (long long)ds.sched.holds);
+    header(b, "gpuq_scheduler_held_ahead_total", "counter",
+           "Jobs handed to a busy GPU to start the moment a slot frees there "
+           "(scheduler.assign_ahead_s).");
+    buf_printf(b, "gpuq_scheduler_held_ahead_total %lld\n", (long long)ds.sched.handed_ahead);
+    header(b, "gpuq_scheduler_started_ahead_total", "counter",
+           "Jobs held ahead that started when a slot freed.");
+    buf_printf(b, "gpuq_scheduler_started_ahead_total %lld\n", (long long)ds.sched.started_ahead);
     header(b, "gpuq_workers_ready", "gauge", "GPUs ready for work.");
     buf_printf(b, "gpuq_workers_ready %d\n", ds.ready_workers);
     struct committer_stats cs;

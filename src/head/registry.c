@@ -277,6 +277,7 @@ static void worker_info(const struct worker_rec *w, int64_t now_ns, struct worke
     out->ncaps = w->ncaps;
     memcpy(out->caps, w->caps, sizeof out->caps);
     out->concurrency = w->concurrency > 0 ? w->concurrency : 1;
+    out->ahead = w->ahead;
     out->vram_total_mb = w->tel.vram_total_mb;
     out->vram_free_mb = w->tel.vram_free_mb;
     for (int m = 0; m < w->nmodels && out->nloaded < SCHED_MAX_LOADED; m++) {

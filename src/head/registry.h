@@ -52,6 +52,7 @@ struct worker_rec {
     char caps[SCHED_MAX_CAPS][SCHED_NAME_MAX];
     int ncaps;
     int concurrency;
+    int ahead;                /* jobs it holds beyond its slots (0 or 1; sched.h) */
     enum worker_state state;
     bool drain_requested;     /* by an admin: told to the agent in heartbeat answers */
     struct telemetry tel;

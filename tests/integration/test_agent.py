@@ -704,6 +704,37 @@ def test_agent_with_a_one_outcome_outbox_runs_every_job_once(cluster):
     assert "dropped" not in log and "lost" not in log, log[-3000:]
 
 
+def test_agent_holds_a_job_ahead_and_starts_it_when_its_slot_frees(head_factory, tmp_path):
+    """A busy GPU is handed its next job before its running one ends (here
+    at once: the head's assign_ahead_s is large) and starts it when its slot
+    frees, with no request between. The jobs still run one at a time on a
+    one-slot GPU, in order, and a held job's execution timeout counts from
+    its own start: each job runs 1.5 s under a 2 s timeout, so one timed
+    from its hand-over (1.5 s earlier) would time out."""
+    head = head_factory(config_text=HEAD_CONFIG + "[scheduler]\nassign_ahead_s = 3600\n")
+    agent = Agent(head, tmp_path, "ahead", gpus=1).start()
+    try:
+        agent.wait_ready()
+        assert [w["ahead"] for w in workers(head) if w["id"] == "ahead-gpu0"] == [1]
+        c = head.client(head.add_tenant("ahead"))
+        t0 = time.monotonic()
+        ids = [submit(c, {"capability": "image.fast", "timeout_s": 2,
+                          "params": {"prompt": f"a{i}", "width": 64, "height": 64,
+                                     "sim_ms": 1500}})["id"] for i in range(3)]
+        jobs = [wait_job(c, jid, 30) for jid in ids]
+        took = time.monotonic() - t0
+        for j in jobs:
+            assert j["state"] == "succeeded" and j["attempt"] == 1, j
+        assert took >= 3 * 1.5, took  # one at a time, never two at once
+        text = head.admin().get("/metrics").body.decode()
+        held = int(re.search(r"^gpuq_scheduler_held_ahead_total (\d+)$", text, re.M).group(1))
+        started = int(re.search(r"^gpuq_scheduler_started_ahead_total (\d+)$", text,
+                                re.M).group(1))
+        assert held == started == 2, (held, started)
+    finally:
+        agent.stop()
+
+
 def test_agent_flooding_runtime_is_killed_restarted_and_the_log_stays_small(cluster):
     head, make_agent = cluster
     agent = make_agent("flood", gpus=2)
