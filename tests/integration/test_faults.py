@@ -26,14 +26,14 @@ from faultkit import (FAKES, AgentProc, Ledger, LinkProxy, Tmpfs, alive, check_l
 from gpuq_harness import SLOW, Client, Head, binary, pids_with_env, wait_until
 
 
-def head_config(ttl_ms, max_attempts=3):
+def head_config(ttl_ms, max_attempts=3, extra=""):
     return f"""
 [workers]
 heartbeat_ms = 200
 ttl_ms = {int(ttl_ms)}
 [jobs]
 max_attempts = {max_attempts}
-"""
+{extra}"""
 
 
 class Cluster:
@@ -44,8 +44,8 @@ class Cluster:
         self.head_factory = head_factory
         self.agents, self.proxies, self.heads, self.mounts = [], [], [], []
 
-    def head(self, ttl_ms, name="head"):
-        return self.head_factory(config_text=head_config(ttl_ms), name=name)
+    def head(self, ttl_ms, name="head", extra=""):
+        return self.head_factory(config_text=head_config(ttl_ms, extra=extra), name=name)
 
     def proxy(self, head):
         u = urllib.parse.urlparse(head.url)
@@ -185,6 +185,31 @@ def test_agent_kill9_immediate_restart(fx):
     print(f"killed the agent while it ran {held}")
     final = check_ledger("agent kill -9", c, ledger, [proxy], timeout_s=30)
     for jid in held:
+        assert final[jid]["attempt"] >= 2, final[jid]
+
+
+def test_agent_kill9_while_it_holds_a_job_ahead(fx):
+    """A job handed to a busy GPU ahead of its slot (here at once: the head's
+    assign_ahead_s is large) is the agent's, not started: when the agent dies
+    it runs again, as the running one does, and nothing is lost."""
+    head = fx.head(ttl_ms=120000 * SLOW, extra="[scheduler]\nassign_ahead_s = 3600\n")
+    proxy = fx.proxy(head)
+    agent = fx.agent(head, "ah", via=proxy, gpus=1)
+    agent.wait_ready()
+    key, c = tenant(head, "ah")
+    ledger = Ledger(head.url, key)
+    ids = [ledger.submit(i, job_body(i, 3000, "ah"))["id"] for i in range(2)]
+
+    def held():
+        running, waiting = (c.get(f"/v1/jobs/{jid}").json() for jid in ids)
+        return running["phase"] == "generating" and waiting["state"] == "running" and \
+            waiting["phase"] == "assigned" and waiting["worker_id"] == "ah-gpu0"
+
+    wait_until(held, 20, "one job generating, the other held by the same GPU")
+    agent.kill9()
+    agent.start()
+    final = check_ledger("agent kill -9 holding a job ahead", c, ledger, [proxy], timeout_s=30)
+    for jid in ids:
         assert final[jid]["attempt"] >= 2, final[jid]
 
 
