@@ -102,7 +102,7 @@ void sched_destroy(struct sched *s)
     free(s->blocked);
     free(s->run_memo);
     free(s->run_memo_gen);
-    free(s->started);
+    free(s->news);
     hashmap_fini(&s->queue_ix);
     free(s->workers);
     free(s->caps);
@@ -528,8 +528,18 @@ static void unqueue_job(struct sched *s, struct sjob *j, bool served)
     s->nqueued--;
 }
 
+static void held_news(struct sched *s, const struct sjob *j, enum sched_held_what what)
+{
+    if (s->nnews == s->capnews) {
+        s->capnews = s->capnews ? 2 * s->capnews : 8;
+        s->news = xrealloc(s->news, (size_t)s->capnews * sizeof(*s->news));
+    }
+    s->news[s->nnews].job_id = j->spec.id;
+    s->news[s->nnews++].what = what;
+}
+
 /* Sends every placed (not started) job of w back to its queue, oldest first,
- * but one w holds ahead: w has it and will run it (when w leaves,
+ * but one w holds ahead: w has it (see take_back_held; when w leaves,
  * sched_worker_remove reports it lost, as it does a running one). */
 static void requeue_placed(struct sched *s, struct sworker *w)
 {
@@ -537,6 +547,19 @@ static void requeue_placed(struct sched *s, struct sworker *w)
         struct sjob *j = w->placed_tail;
         placed_unlink(s, j);
         queue_job(s, j, true);
+    }
+}
+
+/* w's GPU failed (or is quarantined): a job it holds ahead has not started
+ * and leaves it, like one only placed there (R20), reported once for the
+ * caller to take back (sched_held_news). A draining w keeps it: a drain
+ * finishes what the worker holds. */
+static void take_back_held(struct sched *s, struct sworker *w)
+{
+    struct sjob *held = w->placed_head;
+    if (held && held->ahead && !held->taking_back) {
+        held->taking_back = true;
+        held_news(s, held, SCHED_HELD_TAKE_BACK);
     }
 }
 
@@ -570,11 +593,10 @@ static void release_excluded(struct sched *s)
 
 static void forget_job(struct sched *s, struct sjob *j)
 {
-    /* A held job that started and ended before its start was collected. */
-    for (int i = 0; i < s->nstarted; i++)
-        if (s->started[i] == j->spec.id) {
-            memmove(s->started + i, s->started + i + 1,
-                    (size_t)(--s->nstarted - i) * sizeof(*s->started));
+    /* A held job that ended before what became of it was collected. */
+    for (int i = 0; i < s->nnews; i++)
+        if (s->news[i].job_id == j->spec.id) {
+            memmove(s->news + i, s->news + i + 1, (size_t)(--s->nnews - i) * sizeof(*s->news));
             break;
         }
     s->backlog_s -= (j->state != SJOB_RUNNING) ? j->cost_s : 0;
@@ -689,6 +711,8 @@ int sched_worker_update(struct sched *s, const struct worker_info *wi, int64_t n
      * what it has not started (R20). */
     if (!worker_usable(w) && (was_usable || fresh))
         requeue_placed(s, w);
+    if (!w->info.healthy)
+        take_back_held(s, w);
     return 0;
 }
 
@@ -962,27 +986,24 @@ static void start_job(struct sched *s, struct sworker *w, struct sjob *j, int64_
 }
 
 /* A slot of w is free: the job it holds ahead has started there (its worker
- * starts it by itself), noted for sched_started_ahead. */
+ * starts it by itself), noted for sched_held_news. */
 static void start_held(struct sched *s, struct sworker *w, int64_t now)
 {
     while (w->nrunning < w->info.concurrency && w->placed_head && w->placed_head->ahead) {
         struct sjob *j = w->placed_head;
-        if (s->nstarted == s->capstarted) {
-            s->capstarted = s->capstarted ? 2 * s->capstarted : 8;
-            s->started = xrealloc(s->started, (size_t)s->capstarted * sizeof(*s->started));
-        }
-        s->started[s->nstarted++] = j->spec.id;
+        held_news(s, j, SCHED_HELD_STARTED);
         s->started_ahead++;
         start_job(s, w, j, now);
     }
 }
 
-int sched_started_ahead(struct sched *s, uint64_t *job_id)
+int sched_held_news(struct sched *s, uint64_t *job_id, enum sched_held_what *what)
 {
-    if (!s || !job_id || s->nstarted == 0)
+    if (!s || !job_id || !what || s->nnews == 0)
         return 0;
-    *job_id = s->started[0];
-    memmove(s->started, s->started + 1, (size_t)(--s->nstarted) * sizeof(*s->started));
+    *job_id = s->news[0].job_id;
+    *what = s->news[0].what;
+    memmove(s->news, s->news + 1, (size_t)(--s->nnews) * sizeof(*s->news));
     return 1;
 }
 

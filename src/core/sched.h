@@ -240,13 +240,21 @@ int sched_dispatch(struct sched *s, int64_t now,
  * are all taken and that may hold a job ahead (worker_info.ahead,
  * sched_config.assign_ahead_s) is given its next placed job to hold: it stays
  * placed there, first, until a slot frees (a running job there finishes or
- * is cancelled), when it counts as started; sched_started_ahead tells when. */
+ * is cancelled), when it counts as started; sched_held_news tells when. */
 int sched_take(struct sched *s, const char *worker_id, int64_t now, uint64_t *job_id);
-/* sched_started_ahead: one job held ahead that counts as started since the
- * last call (its worker freed a slot) and is still running, oldest first:
- * its id in *job_id and 1, or 0 when there is none. A caller whose workers hold jobs ahead calls it
- * after each sched_job_finished, sched_job_cancel and sched_take, until 0. */
-int sched_started_ahead(struct sched *s, uint64_t *job_id);
+enum sched_held_what { SCHED_HELD_STARTED = 1, SCHED_HELD_TAKE_BACK = 2 };
+/* sched_held_news: what became of a job held ahead since the last call,
+ * oldest first: its id in *job_id, what in *what, and 1; 0 when nothing.
+ *   SCHED_HELD_STARTED: its worker freed a slot, so it runs from now.
+ *   SCHED_HELD_TAKE_BACK: its worker's GPU failed (unhealthy, quarantined)
+ *     before it started: like a placed job there (R20), it is the caller's
+ *     to take back — end the attempt without blame, tell the worker to drop
+ *     it, queue the job again — and to report ended (sched_job_finished), as
+ *     any attempt's end. A draining worker keeps it (a drain finishes what
+ *     the worker holds).
+ * A job that ended meanwhile is not reported. A caller whose workers hold
+ * jobs ahead calls it after each change to the scheduler, until 0. */
+int sched_held_news(struct sched *s, uint64_t *job_id, enum sched_held_what *what);
 
 /* Introspection for ETAs and metrics. */
 struct sched_stats {

@@ -140,10 +140,13 @@ struct sched {
     int nexcl_placed;          /* placed jobs with on_excluded set */
     uint64_t excl_checked_ver; /* fleet_ver at the last look at those jobs */
     double backlog_s;
-    /* Jobs held ahead that started (their worker freed a slot), not yet
-     * collected by sched_started_ahead: ids, oldest first. */
-    uint64_t *started;
-    int nstarted, capstarted;
+    /* What became of jobs held ahead, not yet collected by
+     * sched_held_news, oldest first. */
+    struct held_news {
+        uint64_t job_id;
+        enum sched_held_what what;
+    } *news;
+    int nnews, capnews;
     int64_t decisions, moves, holds;
     int64_t handed_ahead, started_ahead;
     int64_t now; /* latest `now` seen (projection base for bookkeeping) */

@@ -714,21 +714,18 @@ static void tick_breakers(struct dispatcher *d, int64_t now)
     }
 }
 
-/* Jobs their workers held ahead that started this round (a slot freed
- * there): each attempt's start time and execution timeout count from now. */
-static void begin_held(struct dispatcher *d)
+/* What became of jobs workers held ahead this round (core/sched.h): one
+ * started (a slot freed there), or is taken back (its worker stopped taking
+ * work before it started). */
+static void follow_held(struct dispatcher *d)
 {
     uint64_t id;
-    while (sched_started_ahead(d->sched, &id)) {
-        struct head *h = d->h;
-        struct lc_now now = {clock_mono_ns(), clock_wall_ms()};
-        jobs_lock(h->jobs);
-        struct hjob *j = jobs_find(h->jobs, id);
-        if (j && lc_begin(&h->cfg.lifecycle, &j->rec.lc, now) == 0) {
-            j->rec.started_ms = now.wall_ms;
-            jobs_retrack(h->jobs, j);
-        }
-        jobs_unlock(h->jobs);
+    enum sched_held_what what;
+    while (sched_held_news(d->sched, &id, &what)) {
+        if (what == SCHED_HELD_STARTED)
+            head_held_started(d->h, id);
+        else
+            head_held_take_back(d->h, id);
     }
 }
 
@@ -895,7 +892,7 @@ static void run_round(struct dispatcher *d, struct dmsg *batch, int64_t now)
     if (d->h->cfg.sched.preempt_after_s > 0)
         preempt_round(d, now);
     serve_pollers(d, now);
-    begin_held(d);
+    follow_held(d);
     struct dmsg *etas = read_etas(d, now);
     sched_refresh(d->sched, now); /* ETA reads then share the lock */
     pthread_rwlock_unlock(&d->sched_lock);

@@ -921,6 +921,32 @@ int head_preempt(struct head *h, uint64_t job_id, const char *worker, uint64_t f
     return rc;
 }
 
+void head_held_started(struct head *h, uint64_t job_id)
+{
+    struct lc_now now = now_lc();
+    jobs_lock(h->jobs);
+    struct hjob *j = jobs_find(h->jobs, job_id);
+    if (j && lc_begin(&h->cfg.lifecycle, &j->rec.lc, now) == 0) {
+        j->rec.started_ms = now.wall_ms;
+        jobs_retrack(h->jobs, j);
+    }
+    jobs_unlock(h->jobs);
+}
+
+void head_held_take_back(struct head *h, uint64_t job_id)
+{
+    jobs_lock(h->jobs);
+    struct hjob *j = jobs_find(h->jobs, job_id);
+    struct lc_attempt a;
+    if (j && j->committed && !j->completing &&
+        lc_requeue(&j->rec.lc, "its GPU stopped taking work before it started (held ahead)",
+                   now_lc(), &a) == 0) {
+        attempt_ended(h, j, &a, NULL, true);
+        committer_submit(h->committer, &changed(h, j, &a)->op);
+    }
+    jobs_unlock(h->jobs);
+}
+
 void head_assign_failed(struct head *h, uint64_t job_id, const char *worker, int attempt)
 {
     jobs_lock(h->jobs);

@@ -82,6 +82,13 @@ void head_authenticate(struct head *h, const char *bearer, struct caller *out);
 void head_lost(struct head *h, uint64_t job_id, const char *worker, const char *reason);
 /* An assignment could not be stored: the attempt is taken back without blame. */
 void head_assign_failed(struct head *h, uint64_t job_id, const char *worker, int attempt);
+/* A job its worker held ahead (core/sched.h, sched_held_news) started there:
+ * its attempt's start time, lease and execution timeout count from now. */
+void head_held_started(struct head *h, uint64_t job_id);
+/* Its worker stopped taking work before it started the job it held ahead:
+ * the attempt ends requeued (no failure counted), the worker is told to
+ * drop it (the cancel list), and the job is queued again once stored. */
+void head_held_take_back(struct head *h, uint64_t job_id);
 /* The scheduler preempted job_id's running attempt on worker for interactive
  * job for_job (core/preempt.h): the attempt ends preempted (no failure
  * counted, retry budget untouched), the worker is told to stop it, the job is

@@ -267,7 +267,7 @@ class FakeWorker:
     tests can drive assignments without the agent."""
 
     def __init__(self, head, token, worker_id="fake-gpu0", capabilities=("image.fast",),
-                 models=None, vram_mb=32000, concurrency=1):
+                 models=None, vram_mb=32000, concurrency=1, ahead=0):
         self.c = Client(head.url, token)
         self.id = worker_id
         self.caps = list(capabilities)
@@ -276,18 +276,22 @@ class FakeWorker:
              "pinned": True, "loaded": True}]
         self.vram_mb = vram_mb
         self.concurrency = concurrency
+        self.ahead = ahead
 
     def register(self):
-        r = self.c.post("/v1/agent/register", {
+        body = {
             "protocol": 1, "worker_id": self.id, "host": "testhost",
             "gpu": {"index": 0, "name": "Fake GPU", "uuid": "GPU-" + self.id,
                     "vram_total_mb": self.vram_mb},
             "capabilities": self.caps, "concurrency": self.concurrency,
-            "models": self.models})
+            "models": self.models}
+        if self.ahead:
+            body["ahead"] = self.ahead
+        r = self.c.post("/v1/agent/register", body)
         assert r.status == 200, r
         return r.json()
 
-    def heartbeat(self, state="ready", running=(), temp_c=50.0):
+    def heartbeat(self, state="ready", running=(), temp_c=50.0, health="ok"):
         loaded = [{"name": m["name"], "vram_mb": m["vram_mb"], "pinned": m.get("pinned", False),
                    "last_used_ms_ago": 0} for m in self.models if m.get("loaded")]
         used = sum(m["vram_mb"] for m in loaded)
@@ -295,7 +299,7 @@ class FakeWorker:
             "protocol": 1, "worker_id": self.id, "state": state,
             "telemetry": {"temp_c": temp_c, "vram_total_mb": self.vram_mb, "vram_used_mb": used,
                           "vram_free_mb": self.vram_mb - used, "util_pct": 10, "power_w": 100,
-                          "throttle_reasons": [], "health": "ok"},
+                          "throttle_reasons": [], "health": health},
             "loaded_models": loaded,
             "running": [{"job_id": str(j), "attempt": a} for j, a in running]})
         return r

@@ -309,6 +309,43 @@ def test_fake_worker_end_to_end(head):
     assert workers[0]["loaded_models"][0]["name"] == "image-v2"
 
 
+def test_held_job_is_taken_back_when_its_gpu_fails(head_factory):
+    """A worker that can hold a job ahead ("ahead": 1) is handed its next
+    job while its slot is taken (here at once: assign_ahead_s is large).
+    That job has not started: when the GPU reports failed health it leaves
+    the GPU like a job only placed there (R20). Its attempt ends requeued
+    (no failure counted), the worker is told to drop it, and it runs on
+    another GPU; the running job is left to finish."""
+    head = head_factory(config_text="[scheduler]\nassign_ahead_s = 3600\n")
+    c = head.client(head.add_tenant("acme"))
+    token = head.add_worker_token()
+    w = FakeWorker(head, token, "gpu-a", ahead=1).start()
+    first, second = (submit(c).json()["id"] for _ in range(2))
+    a1 = w.poll()
+    a2 = w.poll()
+    assert (a1["job_id"], a2["job_id"]) == (first, second), (a1, a2)
+    assert [x["ahead"] for x in c.get("/v1/workers").json()["workers"]] == [1]
+    running = [(first, 1), (second, 1)]
+
+    def told_to_drop():
+        r = w.heartbeat(running=running, health="failed")
+        assert r.status == 200, r
+        return {"job_id": second, "attempt": 1} in r.json().get("cancel", [])
+
+    wait_until(told_to_drop, 10, "the held job on the failed GPU's cancel list")
+    held = c.get(f"/v1/jobs/{second}").json()
+    assert held["state"] == "queued", held
+    assert [x["outcome"] for x in held["attempts"]] == ["requeued"], held["attempts"]
+    w2 = FakeWorker(head, token, "gpu-b").start()
+    b = w2.poll()
+    assert (b["job_id"], b["attempt"]) == (second, 2), b
+    assert w2.complete(b).status == 200
+    assert w.complete(a1).status == 200
+    for jid, attempt in ((first, 1), (second, 2)):
+        j = c.get(f"/v1/jobs/{jid}").json()
+        assert j["state"] == "succeeded" and j["attempt"] == attempt, j
+
+
 def test_stale_attempt_refused(head):
     key = head.add_tenant("acme")
     c = head.client(key)

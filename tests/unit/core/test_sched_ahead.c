@@ -1,11 +1,13 @@
 /* test_sched_ahead.c: a worker that holds a job ahead (worker_info.ahead,
  * sched_config.assign_ahead_s). It is handed its next placed job while its
  * slot is taken only within the window before the running job's expected
- * end; the held job stays first there, no other GPU takes it, an interactive
- * job placed later starts after it, and it counts as started (reported by
- * sched_started_ahead) the moment the slot frees; it is lost with its
- * worker, and may end before it starts. */
+ * end; the held job stays first there, no other GPU takes it, and it
+ * counts as started (reported by
+ * sched_held_news) the moment the slot frees; it is taken back when its
+ * GPU fails (not when it drains), lost with its worker, and may end before
+ * it starts. */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -33,7 +35,8 @@ static struct sched *mk_sched(double window)
     return s;
 }
 
-static void worker(struct sched *s, const char *id, int ahead, int64_t now)
+static void worker_as(struct sched *s, const char *id, int ahead, bool draining, bool healthy,
+                      int64_t now)
 {
     struct worker_info w;
     memset(&w, 0, sizeof w);
@@ -49,8 +52,25 @@ static void worker(struct sched *s, const char *id, int ahead, int64_t now)
     w.vram_free_mb -= lm->vram_mb;
     w.temp_c = 50;
     w.speed = 1.0;
-    w.healthy = true;
+    w.healthy = healthy;
+    w.draining = draining;
     assert_int_equal(sched_worker_update(s, &w, now), 0);
+}
+
+static void worker(struct sched *s, const char *id, int ahead, int64_t now)
+{
+    worker_as(s, id, ahead, false, true, now);
+}
+
+/* sched_held_news for a job that started: 1 with its id, or 0 when none
+ * (news of another kind fails the test). */
+static int started(struct sched *s, uint64_t *id)
+{
+    enum sched_held_what what = 0;
+    int n = sched_held_news(s, id, &what);
+    if (n)
+        assert_int_equal(what, SCHED_HELD_STARTED);
+    return n;
 }
 
 static void add(struct sched *s, uint64_t id, enum sched_lane lane, int64_t now)
@@ -100,7 +120,7 @@ static void test_held_only_within_the_window_then_started_when_the_slot_frees(vo
     assert_int_equal(sched_take(s, "gpu0", S(2.3), &id), 0);
     assert_int_equal(id, 2);
     assert_int_equal(sched_take(s, "gpu0", S(2.3), &id), GPUQ_EAGAIN);
-    assert_int_equal(sched_started_ahead(s, &id), 0);
+    assert_int_equal(started(s, &id), 0);
     /* Still placed, starting when job 1 ends. */
     struct sched_stats st;
     sched_stats(s, &st);
@@ -112,9 +132,9 @@ static void test_held_only_within_the_window_then_started_when_the_slot_frees(vo
     assert_float_equal(start, 0.2, 1e-6);
     /* Job 1 ends: job 2 counts as started at that moment, once. */
     assert_int_equal(sched_job_finished(s, 1, true, 0, S(2.5), S(2.5)), 0);
-    assert_int_equal(sched_started_ahead(s, &id), 1);
+    assert_int_equal(started(s, &id), 1);
     assert_int_equal(id, 2);
-    assert_int_equal(sched_started_ahead(s, &id), 0);
+    assert_int_equal(started(s, &id), 0);
     sched_stats(s, &st);
     assert_int_equal(st.running, 1);
     assert_int_equal(sched_job_eta(s, 2, S(3), &start, &fin), 0);
@@ -138,7 +158,7 @@ static void test_no_hold_without_the_worker_or_the_window(void **state)
     for (int i = 0; i < 2; i++) {
         assert_int_equal(sched_take(cases[i], "gpu0", S(2.49), &id), GPUQ_EAGAIN);
         assert_int_equal(sched_job_finished(cases[i], 1, true, 0, S(2.5), S(2.5)), 0);
-        assert_int_equal(sched_started_ahead(cases[i], &id), 0);
+        assert_int_equal(started(cases[i], &id), 0);
         assert_int_equal(sched_take(cases[i], "gpu0", S(2.5), &id), 0);
         assert_int_equal(id, 2);
         sched_destroy(cases[i]);
@@ -166,8 +186,38 @@ static void test_held_job_stays_first_and_on_its_gpu(void **state)
     assert_int_equal(sched_job_eta(s, 2, S(2.3), &start, &fin), 0);
     assert_float_equal(start, 0.2, 1e-6);
     assert_int_equal(sched_job_finished(s, 1, true, 0, S(2.5), S(2.5)), 0);
-    assert_int_equal(sched_started_ahead(s, &id), 1);
+    assert_int_equal(started(s, &id), 1);
     assert_int_equal(id, 2);
+    sched_destroy(s);
+}
+
+static void test_held_job_is_taken_back_when_its_gpu_fails(void **state)
+{
+    (void)state;
+    struct sched *s = one_running();
+    uint64_t id;
+    enum sched_held_what what;
+    assert_int_equal(sched_take(s, "gpu0", S(2.3), &id), 0);
+    assert_int_equal(id, 2);
+    /* gpu0 drains: a drain finishes what the worker holds, job 2 too. */
+    worker_as(s, "gpu0", 1, true, true, S(2.32));
+    assert_int_equal(sched_held_news(s, &id, &what), 0);
+    /* Its GPU fails: job 2 has not started, so it is the caller's to take
+     * back (R20: a job not started leaves a GPU that fails), once, however
+     * often the worker reports. */
+    worker_as(s, "gpu0", 1, true, false, S(2.35));
+    worker_as(s, "gpu0", 1, false, false, S(2.36));
+    assert_int_equal(sched_held_news(s, &id, &what), 1);
+    assert_int_equal(id, 2);
+    assert_int_equal(what, SCHED_HELD_TAKE_BACK);
+    assert_int_equal(sched_held_news(s, &id, &what), 0);
+    /* The caller ends its attempt; the job is then the caller's to add again. */
+    assert_int_equal(sched_job_finished(s, 2, false, 0, 0, S(2.4)), 0);
+    assert_int_equal(sched_job_finished(s, 1, true, 0, S(2.5), S(2.5)), 0);
+    assert_int_equal(sched_held_news(s, &id, &what), 0);
+    struct sched_stats st;
+    sched_stats(s, &st);
+    assert_int_equal(st.running + st.placed, 0);
     sched_destroy(s);
 }
 
@@ -191,7 +241,7 @@ static void test_held_job_is_lost_with_its_worker(void **state)
     sched_stats(s, &st);
     assert_int_equal(st.running + st.placed, 0);
     assert_int_equal(st.queued, 1);
-    assert_int_equal(sched_started_ahead(s, &id), 0);
+    assert_int_equal(started(s, &id), 0);
     sched_destroy(s);
 }
 
@@ -205,7 +255,7 @@ static void test_held_job_may_end_before_it_starts(void **state)
     assert_int_equal(sched_job_finished(s, 2, false, 0, 0, S(2.4)), 0);
     assert_int_equal(sched_job_finished(s, 2, false, 0, 0, S(2.4)), GPUQ_ENOENT);
     assert_int_equal(sched_job_finished(s, 1, true, 0, S(2.5), S(2.5)), 0);
-    assert_int_equal(sched_started_ahead(s, &id), 0);
+    assert_int_equal(started(s, &id), 0);
     /* A running job cancelled frees its slot too: what is held starts. */
     sched_dispatch(s, S(2.5), NULL, NULL);
     assert_int_equal(sched_take(s, "gpu0", S(2.5), &id), 0);
@@ -215,7 +265,7 @@ static void test_held_job_may_end_before_it_starts(void **state)
     assert_int_equal(sched_take(s, "gpu0", S(4.9), &id), 0);
     assert_int_equal(id, 5);
     assert_int_equal(sched_job_cancel(s, 3, S(4.95)), 0);
-    assert_int_equal(sched_started_ahead(s, &id), 1);
+    assert_int_equal(started(s, &id), 1);
     assert_int_equal(id, 5);
     /* One that started and ended before anyone asked is not reported. */
     add(s, 6, SCHED_LANE_INTERACTIVE, S(5));
@@ -224,7 +274,7 @@ static void test_held_job_may_end_before_it_starts(void **state)
     assert_int_equal(id, 6);
     assert_int_equal(sched_job_finished(s, 5, true, 0, S(2.4), S(7.35)), 0);
     assert_int_equal(sched_job_finished(s, 6, true, 0, S(0.1), S(7.45)), 0);
-    assert_int_equal(sched_started_ahead(s, &id), 0);
+    assert_int_equal(started(s, &id), 0);
     sched_destroy(s);
 }
 
@@ -234,6 +284,7 @@ int main(void)
         cmocka_unit_test(test_held_only_within_the_window_then_started_when_the_slot_frees),
         cmocka_unit_test(test_no_hold_without_the_worker_or_the_window),
         cmocka_unit_test(test_held_job_stays_first_and_on_its_gpu),
+        cmocka_unit_test(test_held_job_is_taken_back_when_its_gpu_fails),
         cmocka_unit_test(test_held_job_is_lost_with_its_worker),
         cmocka_unit_test(test_held_job_may_end_before_it_starts),
     };
