@@ -41,7 +41,7 @@ struct sjob {
      * ahead"): the worker starts it when a slot frees. It stays first, and
      * no other worker may take it. */
     bool ahead : 1;
-    /* Held ahead on a worker that then stopped taking work: reported for
+    /* Held ahead on a worker whose GPU then failed: reported for
      * the caller to take back (sched_held_news), once. */
     bool taking_back : 1;
     /* QUEUED: its node in the list's tree by order key (queue.c): children,

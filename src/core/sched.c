@@ -593,12 +593,14 @@ static void release_excluded(struct sched *s)
 
 static void forget_job(struct sched *s, struct sjob *j)
 {
-    /* A held job that ended before what became of it was collected. */
+    /* A held job that ended before what became of it was collected: its
+     * news (a take-back, then its start, may both wait) is about an attempt
+     * that is over, and the id may come back for the next one. */
+    int kept = 0;
     for (int i = 0; i < s->nnews; i++)
-        if (s->news[i].job_id == j->spec.id) {
-            memmove(s->news + i, s->news + i + 1, (size_t)(--s->nnews - i) * sizeof(*s->news));
-            break;
-        }
+        if (s->news[i].job_id != j->spec.id)
+            s->news[kept++] = s->news[i];
+    s->nnews = kept;
     s->backlog_s -= (j->state != SJOB_RUNNING) ? j->cost_s : 0;
     hashmap_del_u64(&s->jobs, j->spec.id);
     sjob_free(j);
@@ -965,7 +967,7 @@ static void start_job(struct sched *s, struct sworker *w, struct sjob *j, int64_
 {
     sched_project(s, w, now);
     placed_unlink(s, j);
-    j->ahead = false;
+    j->ahead = j->taking_back = false;
     s->backlog_s -= j->cost_s;
     j->w = w;
     j->state = SJOB_RUNNING;

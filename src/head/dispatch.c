@@ -715,8 +715,8 @@ static void tick_breakers(struct dispatcher *d, int64_t now)
 }
 
 /* What became of jobs workers held ahead this round (core/sched.h): one
- * started (a slot freed there), or is taken back (its worker stopped taking
- * work before it started). */
+ * started (a slot freed there), or is taken back (its GPU failed before it
+ * started). */
 static void follow_held(struct dispatcher *d)
 {
     uint64_t id;

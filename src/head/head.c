@@ -939,8 +939,8 @@ void head_held_take_back(struct head *h, uint64_t job_id)
     struct hjob *j = jobs_find(h->jobs, job_id);
     struct lc_attempt a;
     if (j && j->committed && !j->completing &&
-        lc_requeue(&j->rec.lc, "its GPU stopped taking work before it started (held ahead)",
-                   now_lc(), &a) == 0) {
+        lc_requeue(&j->rec.lc, "its GPU failed before it started (held ahead)", now_lc(),
+                   &a) == 0) {
         attempt_ended(h, j, &a, NULL, true);
         committer_submit(h->committer, &changed(h, j, &a)->op);
     }

@@ -85,8 +85,8 @@ void head_assign_failed(struct head *h, uint64_t job_id, const char *worker, int
 /* A job its worker held ahead (core/sched.h, sched_held_news) started there:
  * its attempt's start time, lease and execution timeout count from now. */
 void head_held_started(struct head *h, uint64_t job_id);
-/* Its worker stopped taking work before it started the job it held ahead:
- * the attempt ends requeued (no failure counted), the worker is told to
+/* Its worker's GPU failed before it started the job it held ahead: the
+ * attempt ends requeued (no failure counted), the worker is told to
  * drop it (the cancel list), and the job is queued again once stored. */
 void head_held_take_back(struct head *h, uint64_t job_id);
 /* The scheduler preempted job_id's running attempt on worker for interactive
