@@ -730,7 +730,9 @@ def test_agent_holds_a_job_ahead_and_starts_it_when_its_slot_frees(head_factory,
         held = int(re.search(r"^gpuq_scheduler_held_ahead_total (\d+)$", text, re.M).group(1))
         started = int(re.search(r"^gpuq_scheduler_started_ahead_total (\d+)$", text,
                                 re.M).group(1))
-        assert held == started == 2, (held, started)
+        # The second job is held from the first one's start; the third too,
+        # unless the agent's poll for it came after the second ended.
+        assert 1 <= held == started <= 2, (held, started)
     finally:
         agent.stop()
 
