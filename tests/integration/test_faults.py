@@ -168,14 +168,20 @@ def test_head_kill9_mid_burst_rounds(fx):
 
 # --- 2. kill -9 of the agent, restarted at once ---------------------------------------
 
-def test_agent_kill9_immediate_restart(fx):
-    # A TTL far longer than the test: only reconciliation can free the jobs.
-    head = fx.head(ttl_ms=120000 * SLOW)
+def agent_to_kill(fx, host, gpus, extra=""):
+    """A head whose TTL is far longer than the test, so that only
+    reconciliation can free the jobs of an agent killed and restarted; one
+    agent through a proxy; a tenant; its ledger."""
+    head = fx.head(ttl_ms=120000 * SLOW, extra=extra)
     proxy = fx.proxy(head)
-    agent = fx.agent(head, "ak", via=proxy, gpus=2)
+    agent = fx.agent(head, host, via=proxy, gpus=gpus)
     agent.wait_ready()
-    key, c = tenant(head, "ak")
-    ledger = Ledger(head.url, key)
+    key, c = tenant(head, host)
+    return proxy, agent, c, Ledger(head.url, key)
+
+
+def test_agent_kill9_immediate_restart(fx):
+    proxy, agent, c, ledger = agent_to_kill(fx, "ak", 2)
     # Two long jobs that are surely running when the agent dies, then a burst.
     held = [ledger.submit(i, job_body(i, 3000, "ak"))["id"] for i in range(2)]
     submit_all(ledger, range(2, 40), 150, "ak")
@@ -192,12 +198,7 @@ def test_agent_kill9_while_it_holds_a_job_ahead(fx):
     """A job handed to a busy GPU ahead of its slot (here at once: the head's
     assign_ahead_s is large) is the agent's, not started: when the agent dies
     it runs again, as the running one does, and nothing is lost."""
-    head = fx.head(ttl_ms=120000 * SLOW, extra="[scheduler]\nassign_ahead_s = 3600\n")
-    proxy = fx.proxy(head)
-    agent = fx.agent(head, "ah", via=proxy, gpus=1)
-    agent.wait_ready()
-    key, c = tenant(head, "ah")
-    ledger = Ledger(head.url, key)
+    proxy, agent, c, ledger = agent_to_kill(fx, "ah", 1, "[scheduler]\nassign_ahead_s = 3600\n")
     ids = [ledger.submit(i, job_body(i, 3000, "ah"))["id"] for i in range(2)]
 
     def held():
