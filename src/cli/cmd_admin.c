@@ -125,7 +125,7 @@ int cmd_workers(int argc, char **argv)
     struct cli c = {0};
     int rc = start_admin(&c, "workers", "workers",
                          "Lists the workers (one per GPU): state, temperature, VRAM, loaded models "
-                         "and inflight/concurrency.",
+                         "and inflight/concurrency (+ the job it may hold ahead).",
                          no_opts, argc, argv);
     if (rc != CLI_OK)
         return rc < 0 ? CLI_OK : rc;

@@ -235,8 +235,14 @@ void render_workers_table(FILE *f, const json_t *workers)
             snprintf(vram, sizeof vram, "%.0f/- MiB", used);
         else
             snprintf(vram, sizeof vram, "%.0f/%.0f MiB", used, total);
-        snprintf(infl, sizeof infl, "%s/%s", render_str(w, "inflight", a, sizeof a),
-                 render_str(w, "concurrency", b, sizeof b));
+        /* inflight/slots, and "+1" when it may hold a job ahead (inflight
+         * counts the attempts the head has not seen end: a held job, and
+         * finished ones whose results are on their way, too). */
+        double ahead = 0;
+        int n = snprintf(infl, sizeof infl, "%s/%s", render_str(w, "inflight", a, sizeof a),
+                         render_str(w, "concurrency", b, sizeof b));
+        if (render_num(w, "ahead", &ahead) == 0 && ahead > 0 && n > 0 && (size_t)n < sizeof infl)
+            snprintf(infl + n, sizeof infl - (size_t)n, "+%.0f", ahead);
         fprintf(f, "%-22s %-9s %6s %17s %-8s %s\n", render_str(w, "id", id, sizeof id),
                 render_str(w, "state", st, sizeof st), temp, vram, infl,
                 models_list(json_object_get(w, "loaded_models"), models, sizeof models));

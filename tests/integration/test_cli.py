@@ -220,13 +220,18 @@ def ready_worker(head, worker_id="testhost-gpu0"):
 
 def test_cli_workers_table_and_drain(head, tenant):
     ready_worker(head, "testhost-gpu0")
+    FakeWorker(head, head.add_worker_token(), "testhost-gpu9", ahead=1).start()
     p = gpuq(head, "workers", key=head.admin_key)
     assert p.returncode == 0, p.stderr
-    row = [line for line in p.stdout.splitlines() if line.startswith("testhost-gpu0")]
+    rows = {line.split()[0]: line for line in p.stdout.splitlines()[1:]}
+    row = rows.get("testhost-gpu0")
     assert row, p.stdout
-    assert "50C" in row[0] and "image-v2" in row[0] and "8200/24576" in row[0]
+    assert "50C" in row and "image-v2" in row and "8200/24576" in row
+    assert " 0/1 " in row, row
+    # One that may hold a job ahead says so beside its slots.
+    assert " 0/1+1 " in rows.get("testhost-gpu9", ""), p.stdout
     ws = gpuq_json(head, "workers", key=head.admin_key)["workers"]
-    assert [w["id"] for w in ws] == ["testhost-gpu0"]
+    assert sorted(w["id"] for w in ws) == ["testhost-gpu0", "testhost-gpu9"]
 
     p = gpuq(head, "drain", "testhost-gpu0", key=head.admin_key)
     assert p.returncode == 0, p.stderr
