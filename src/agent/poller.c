@@ -52,11 +52,18 @@ static bool grouped(struct agent *a)
     return a->cfg.early_assign && a->cfg.group_poll && atomic_load(&a->poll_workers) > 1;
 }
 
+/* How many more jobs w may hold: its free slots, and the job it may hold
+ * ahead. [w->mu] */
+static int room_locked(const struct worker *w)
+{
+    return w->view.concurrency + w->view.ahead - w->held;
+}
+
 /* Whether w may ask for work now (its own poll or a group's), bar the outbox. [w->mu] */
 static bool may_poll_locked(const struct worker *w)
 {
     return w->registered && !w->deregistered && w->state == WS_READY && !w->drain &&
-           !w->head_drain && w->held < w->view.concurrency + w->view.ahead && !w->polling;
+           !w->head_drain && room_locked(w) > 0 && !w->polling;
 }
 
 /* Whether v may join a poll now: it may poll and no result of it waits
@@ -139,7 +146,7 @@ static void gather(struct agent *a, struct group *g)
         if (joinable_locked(a, v)) {
             v->polling = true;
             g->w[g->n] = v;
-            g->free[g->n++] = v->view.concurrency + v->view.ahead - v->held;
+            g->free[g->n++] = room_locked(v);
         }
         pthread_mutex_unlock(&v->mu);
     }
@@ -269,8 +276,7 @@ void *poller_main(void *arg)
         atomic_store(&w->poll_waiting, false);
         if (w->state == WS_DONE)
             break;
-        struct group g = {.w = {w}, .free = {w->view.concurrency + w->view.ahead - w->held},
-                          .n = 1};
+        struct group g = {.w = {w}, .free = {room_locked(w)}, .n = 1};
         w->polling = true;
         pthread_mutex_unlock(&w->mu);
         if (grouped(a))

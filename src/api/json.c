@@ -1382,8 +1382,9 @@ void json_render_worker(struct buf *out, const struct worker_rec *w, int64_t now
                "\"vram_total_mb\":%lld,\"vram_used_mb\":%lld,\"vram_free_mb\":%lld,"
                "\"util_pct\":%.1f,\"power_w\":%.1f,\"sm_clock_mhz\":%d,\"throttle_reasons\":",
                w->concurrency, w->ahead, w->inflight, w->tel.temp_c,
-               (long long)w->tel.vram_total_mb, (long long)w->tel.vram_used_mb, (long long)w->tel.vram_free_mb, w->tel.util_pct,
-               w->tel.power_w, w->tel.sm_clock_mhz);
+               (long long)w->tel.vram_total_mb, (long long)w->tel.vram_used_mb,
+               (long long)w->tel.vram_free_mb, w->tel.util_pct, w->tel.power_w,
+               w->tel.sm_clock_mhz);
     buf_puts(out, "[");
     const char *p = w->tel.throttle;
     int first = 1;

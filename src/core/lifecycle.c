@@ -100,6 +100,15 @@ int lc_assign(const struct lc_policy *p, struct lc_job *j, const char *worker,
     return lc_assign_in(p, j, worker, 0, now);
 }
 
+/* The running attempt starts now: its start time, lease and execution
+ * timeout count from now. */
+static void start_clock(const struct lc_policy *p, struct lc_job *j, struct lc_now now)
+{
+    j->started_ms = now.wall_ms;
+    j->lease_until_ns = lease_end(p, now.mono_ns);
+    j->run_deadline_ns = j->timeout_ms > 0 ? now.mono_ns + j->timeout_ms * 1000000LL : 0;
+}
+
 int lc_assign_in(const struct lc_policy *p, struct lc_job *j, const char *worker,
                  uint64_t epoch, struct lc_now now)
 {
@@ -111,9 +120,7 @@ int lc_assign_in(const struct lc_policy *p, struct lc_job *j, const char *worker
     j->attempt++;
     snprintf(j->worker, sizeof(j->worker), "%s", worker);
     j->assigned_ns = now.mono_ns;
-    j->started_ms = now.wall_ms;
-    j->lease_until_ns = lease_end(p, now.mono_ns);
-    j->run_deadline_ns = j->timeout_ms > 0 ? now.mono_ns + j->timeout_ms * 1000000LL : 0;
+    start_clock(p, j, now);
     j->epoch = epoch;
     return 0;
 }
@@ -124,9 +131,7 @@ int lc_begin(const struct lc_policy *p, struct lc_job *j, struct lc_now now)
         return GPUQ_EINVAL;
     if (j->state != LC_RUNNING)
         return GPUQ_ECONFLICT;
-    j->started_ms = now.wall_ms;
-    j->lease_until_ns = lease_end(p, now.mono_ns);
-    j->run_deadline_ns = j->timeout_ms > 0 ? now.mono_ns + j->timeout_ms * 1000000LL : 0;
+    start_clock(p, j, now);
     return 0;
 }
 

@@ -563,6 +563,8 @@ static void take_back_held(struct sched *s, struct sworker *w)
     }
 }
 
+static void start_held(struct sched *s, struct sworker *w, int64_t now);
+
 /* A retry is placed on a worker that failed it only while no other worker
  * could take it (sched_exclusion_binds was false). When the fleet changes so
  * that one could — a worker registers, recovers from quarantine, stops
@@ -715,6 +717,7 @@ int sched_worker_update(struct sched *s, const struct worker_info *wi, int64_t n
         requeue_placed(s, w);
     if (!w->info.healthy)
         take_back_held(s, w);
+    start_held(s, w, now); /* it reports more slots: what it holds starts */
     return 0;
 }
 
@@ -847,8 +850,6 @@ int sched_job_add(struct sched *s, const struct job_spec *spec, int64_t now)
     queue_job(s, j, false);
     return 0;
 }
-
-static void start_held(struct sched *s, struct sworker *w, int64_t now);
 
 int sched_job_cancel(struct sched *s, uint64_t job_id, int64_t now)
 {
@@ -1040,7 +1041,6 @@ int sched_take(struct sched *s, const char *worker_id, int64_t now, uint64_t *jo
     /* A retry placed here while this worker was the only one for it, which
      * another could now take, is not this worker's to start. */
     release_excluded(s);
-    start_held(s, w, now); /* a slot freed by a refresh (more slots) */
     if (w->nrunning >= w->info.concurrency)
         return hand_ahead(s, w, now, job_id);
     if (!w->placed_head)

@@ -240,7 +240,8 @@ int sched_dispatch(struct sched *s, int64_t now,
  * are all taken and that may hold a job ahead (worker_info.ahead,
  * sched_config.assign_ahead_s) is given its next placed job to hold: it stays
  * placed there, first, until a slot frees (a running job there finishes or
- * is cancelled), when it counts as started; sched_held_news tells when. */
+ * is cancelled, or the worker reports more slots), when it counts as
+ * started; sched_held_news tells when. */
 int sched_take(struct sched *s, const char *worker_id, int64_t now, uint64_t *job_id);
 enum sched_held_what { SCHED_HELD_STARTED = 1, SCHED_HELD_TAKE_BACK = 2 };
 /* sched_held_news: what became of a job held ahead since the last call,

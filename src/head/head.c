@@ -933,17 +933,24 @@ void head_held_started(struct head *h, uint64_t job_id)
     jobs_unlock(h->jobs);
 }
 
+/* Ends j's running attempt without blame (lc_requeue, for reason); the job
+ * is queued again once that is stored. abort: its worker is told to drop the
+ * attempt (the cancel list). Lock held. */
+static void requeue_locked(struct head *h, struct hjob *j, const char *reason, bool abort)
+{
+    struct lc_attempt a;
+    if (lc_requeue(&j->rec.lc, reason, now_lc(), &a) == 0) {
+        attempt_ended(h, j, &a, NULL, abort);
+        committer_submit(h->committer, &changed(h, j, &a)->op);
+    }
+}
+
 void head_held_take_back(struct head *h, uint64_t job_id)
 {
     jobs_lock(h->jobs);
     struct hjob *j = jobs_find(h->jobs, job_id);
-    struct lc_attempt a;
-    if (j && j->committed && !j->completing &&
-        lc_requeue(&j->rec.lc, "its GPU failed before it started (held ahead)", now_lc(),
-                   &a) == 0) {
-        attempt_ended(h, j, &a, NULL, true);
-        committer_submit(h->committer, &changed(h, j, &a)->op);
-    }
+    if (j && j->committed && !j->completing)
+        requeue_locked(h, j, "its GPU failed before it started (held ahead)", true);
     jobs_unlock(h->jobs);
 }
 
@@ -951,12 +958,8 @@ void head_assign_failed(struct head *h, uint64_t job_id, const char *worker, int
 {
     jobs_lock(h->jobs);
     struct hjob *j = jobs_find(h->jobs, job_id);
-    struct lc_attempt a;
-    if (j && !j->completing && lc_fence(&j->rec.lc, worker, attempt) == 0 &&
-        lc_requeue(&j->rec.lc, "the assignment could not be stored", now_lc(), &a) == 0) {
-        attempt_ended(h, j, &a, NULL, false);
-        committer_submit(h->committer, &changed(h, j, &a)->op);
-    }
+    if (j && !j->completing && lc_fence(&j->rec.lc, worker, attempt) == 0)
+        requeue_locked(h, j, "the assignment could not be stored", false);
     jobs_unlock(h->jobs);
 }
 
