@@ -41,6 +41,12 @@ def run_retried_job(head):
     assert w0.progress(a, "loading", 0.0).status == 200
     assert w0.progress(a, "generating", 0.3).status == 200
     assert w0.fail(a, cls="oom", message="CUDA out of memory").status == 200
+    # The retry goes back to gpu0, the only GPU (which failed it), once its
+    # failure is stored; gpu1 comes after that and takes it over. Were gpu1
+    # there first, the retry would go straight to it (seen once in a loaded
+    # run: no "retry moved off" in the placement's reason).
+    wait_until(lambda: without_admitted(c.get(f"/v1/jobs/{jid}/trace").json())[-2:] ==
+               ["retry", "placed"], 20, "the retry placed back on gpu0")
     w1 = FakeWorker(head, head.add_worker_token("more"), worker_id="gpu1").start()
     b = wait_until(lambda: w1.poll(wait=2), 20, "the retry on gpu1")
     assert w1.progress(b, "generating", 0.6).status == 200
