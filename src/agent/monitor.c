@@ -91,6 +91,33 @@ json_t *monitor_register_body_locked(const struct worker *w)
     return body;
 }
 
+/* A register field a head older than this agent refuses (400 naming it) is
+ * dropped for good, once, and the register sent again: without
+ * "incarnation" a restart of this agent is noticed only by the head's TTL;
+ * without "ahead" no worker holds a job beyond its slots. */
+static bool drop_refused_field(struct agent *a, long status, const json_t *answer)
+{
+    const char *field =
+        json_string_value(json_object_get(json_object_get(answer, "error"), "field"));
+    if (status != 400 || !field)
+        return false;
+    if (strcmp(field, "incarnation") == 0 && !atomic_exchange(&a->incarnation_refused, true)) {
+        log_warn(MOD, "the head does not accept \"incarnation\"; registering without it");
+        return true;
+    }
+    if (strcmp(field, "ahead") == 0 && !atomic_exchange(&a->ahead_refused, true)) {
+        log_warn(MOD, "the head does not accept \"ahead\"; registering without it (no job is "
+                      "held ahead of a free slot)");
+        for (int i = 0; i < a->nworkers; i++) {
+            pthread_mutex_lock(&a->workers[i]->mu);
+            a->workers[i]->view.ahead = 0;
+            pthread_mutex_unlock(&a->workers[i]->mu);
+        }
+        return true;
+    }
+    return false;
+}
+
 /* Appends {job_id, attempt} to list unless it is there already or full. */
 static void add_running(json_t *list, const char *job_id, int64_t attempt)
 {
@@ -222,18 +249,13 @@ static void do_register(struct agent *a, struct worker *w, struct http_client *h
     long status = 0;
     json_t *answer = NULL;
     int rc = http_json(hc, "/v1/agent/register", body, HB_TIMEOUT_MS, &status, &answer);
-    const char *field =
-        json_string_value(json_object_get(json_object_get(answer, "error"), "field"));
-    if (rc == 0 && status == 400 && field && strcmp(field, "incarnation") == 0 &&
-        !atomic_exchange(&a->incarnation_refused, true)) {
-        /* An older head: register without it (a restart of this agent is then
-         * noticed only by the head's TTL). */
-        log_warn(MOD, "the head does not accept \"incarnation\"; registering without it");
-        json_decref(answer);
-        answer = NULL;
+    /* An older head refuses one unknown field at a time: at most both go. */
+    for (int tries = 0; rc == 0 && tries < 2 && drop_refused_field(a, status, answer); tries++) {
         pthread_mutex_lock(&w->mu);
         body = monitor_register_body_locked(w);
         pthread_mutex_unlock(&w->mu);
+        json_decref(answer);
+        answer = NULL;
         rc = http_json(hc, "/v1/agent/register", body, HB_TIMEOUT_MS, &status, &answer);
     }
     if (rc == 0 && status == 200) {

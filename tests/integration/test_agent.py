@@ -3,6 +3,8 @@
 dirs. Sim times are scaled down so that the whole file stays short; every wait
 is bounded and ends on an observed condition."""
 
+import http.client
+import http.server
 import json
 import os
 import re
@@ -65,8 +67,10 @@ def png_ok(data):
 class Agent:
     """A gpuq-agent against a head, with its config and log in tmp."""
 
-    def __init__(self, head, tmp, host, gpus=4, extra="", env=None, nvml=False, runtime=None):
+    def __init__(self, head, tmp, host, gpus=4, extra="", env=None, nvml=False, runtime=None,
+                 head_url=None):
         self.head, self.host = head, host
+        self.head_url = head_url or head.url
         self.dir = os.path.join(str(tmp), host)
         os.makedirs(self.dir, exist_ok=True)
         self.fault_file = os.path.join(self.dir, "fault")
@@ -92,7 +96,7 @@ restart_max_ms = 1000
         self.proc = None
 
     def start(self):
-        args = [binary("gpuq-agent"), "--head", self.head.url, "--worker-token", self.token,
+        args = [binary("gpuq-agent"), "--head", self.head_url, "--worker-token", self.token,
                 "--config", self.config]
         if not self.nvml:
             args += ["--sim-gpus", str(self.gpus)]
@@ -735,6 +739,92 @@ def test_agent_holds_a_job_ahead_and_starts_it_when_its_slot_frees(head_factory,
         assert 1 <= held == started <= 2, (held, started)
     finally:
         agent.stop()
+
+
+class OlderHead:
+    """An HTTP front for a real head that answers as a head older than
+    held ahead would: a register body with "ahead" gets the 400 its parser
+    gives an unknown field; every other request goes through unchanged."""
+
+    def __init__(self, head_url):
+        u = urllib.parse.urlparse(head_url)
+        target = (u.hostname, u.port)
+        self.registers = []  # (had "ahead", status) of each register seen
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def _answer(self, status, body, ctype="application/json"):
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _pass(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else None
+                if self.path.startswith("/v1/agent/register"):
+                    had = "ahead" in json.loads(body)
+                    outer.registers.append(had)
+                    if had:
+                        return self._answer(400, json.dumps({"error": {
+                            "code": "unknown_field", "field": "ahead",
+                            "message": "ahead: unknown field"}}).encode())
+                conn = http.client.HTTPConnection(*target, timeout=90)
+                headers = {k: v for k, v in self.headers.items()
+                           if k.lower() not in ("host", "connection", "content-length")}
+                conn.request(self.command, self.path, body=body, headers=headers)
+                r = conn.getresponse()
+                data = r.read()
+                conn.close()
+                self._answer(r.status, data, r.getheader("Content-Type") or "text/plain")
+
+            do_GET = do_POST = do_DELETE = _pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_agent_registers_without_ahead_with_an_older_head_and_runs_jobs(cluster, tmp_path):
+    """A head older than held ahead refuses the register field "ahead" as
+    unknown (400 naming it). The agent then registers without it, once for
+    all its workers, and runs jobs as before: no worker holds a job ahead."""
+    head, _ = cluster
+    older = OlderHead(head.url)
+    agent = Agent(head, tmp_path, "older", gpus=2, head_url=older.url).start()
+    try:
+        agent.wait_ready()
+        ws = [w for w in workers(head) if w["id"].startswith("older-")]
+        assert sorted(w["ahead"] for w in ws) == [0, 0], ws
+        # The first register carried it and was refused; none after did.
+        assert older.registers[0] is True and older.registers.count(True) == 1, older.registers
+        msgs = [json.loads(line)["msg"] for line in agent.log().splitlines()
+                if line.startswith("{")]
+        assert sum(m.startswith('the head does not accept "ahead"') for m in msgs) == 1, msgs
+        c = head.client(head.add_tenant("older"))
+        ids = [submit(c, {"capability": "image.fast",
+                          "params": {"prompt": f"o{i}", "width": 64, "height": 64,
+                                     "sim_ms": 50}})["id"] for i in range(6)]
+        for jid in ids:
+            j = wait_job(c, jid, 30)
+            assert j["state"] == "succeeded" and j["attempt"] == 1, j
+        text = head.admin().get("/metrics").body.decode()
+        held = int(re.search(r"^gpuq_scheduler_held_ahead_total (\d+)$", text, re.M).group(1))
+        assert held == 0, held
+    finally:
+        agent.stop()
+        older.close()
 
 
 def test_agent_flooding_runtime_is_killed_restarted_and_the_log_stays_small(cluster):
