@@ -105,9 +105,10 @@ static bool drop_refused_field(struct agent *a, long status, const json_t *answe
         log_warn(MOD, "the head does not accept \"incarnation\"; registering without it");
         return true;
     }
-    if (strcmp(field, "ahead") == 0 && !atomic_exchange(&a->ahead_refused, true)) {
-        log_warn(MOD, "the head does not accept \"ahead\"; registering without it (no job is "
-                      "held ahead of a free slot)");
+    if (strcmp(field, "ahead") == 0) {
+        if (!atomic_exchange(&a->ahead_refused, true))
+            log_warn(MOD, "the head does not accept \"ahead\"; registering without it (no "
+                          "job is held ahead of a free slot)");
         for (int i = 0; i < a->nworkers; i++) {
             pthread_mutex_lock(&a->workers[i]->mu);
             a->workers[i]->view.ahead = 0;
