@@ -156,7 +156,6 @@ struct agent {
     bool kick; /* [mu] heartbeat now */
     bool stop; /* [mu] monitor exits */
     atomic_bool incarnation_refused; /* the head refused the field: sent no more */
-    atomic_bool ahead_refused;       /* the same for "ahead": no worker holds a job ahead */
     atomic_int poll_workers;         /* most workers one poll may name (the head's; 1: none) */
     struct outbox outbox;
     pthread_t outbox_thread;

@@ -106,14 +106,16 @@ static bool drop_refused_field(struct agent *a, long status, const json_t *answe
         return true;
     }
     if (strcmp(field, "ahead") == 0) {
-        if (!atomic_exchange(&a->ahead_refused, true))
-            log_warn(MOD, "the head does not accept \"ahead\"; registering without it (no "
-                          "job is held ahead of a free slot)");
+        bool held = false; /* whether any worker still held ahead: warned once */
         for (int i = 0; i < a->nworkers; i++) {
             pthread_mutex_lock(&a->workers[i]->mu);
+            held |= a->workers[i]->view.ahead > 0;
             a->workers[i]->view.ahead = 0;
             pthread_mutex_unlock(&a->workers[i]->mu);
         }
+        if (held)
+            log_warn(MOD, "the head does not accept \"ahead\"; registering without it (no "
+                          "job is held ahead of a free slot)");
         return true;
     }
     return false;

@@ -749,7 +749,7 @@ class OlderHead:
     def __init__(self, head_url):
         u = urllib.parse.urlparse(head_url)
         target = (u.hostname, u.port)
-        self.registers = []  # (had "ahead", status) of each register seen
+        self.registers = []  # whether each register seen carried "ahead"
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
