@@ -47,6 +47,17 @@ bool breaker_counts(const char *error_class)
     return false;
 }
 
+bool breaker_restarts(const char *error_class)
+{
+    static const char *const restarting[] = {"crash", "hang", "oom", "cuda"};
+    if (!error_class)
+        return false;
+    for (size_t i = 0; i < sizeof(restarting) / sizeof(restarting[0]); i++)
+        if (strcmp(error_class, restarting[i]) == 0)
+            return true;
+    return false;
+}
+
 static int64_t first_cooldown(const struct breaker_policy *p)
 {
     return p->cooldown_ns > 0 ? p->cooldown_ns : 60 * NS_PER_S;
@@ -117,6 +128,8 @@ enum breaker_event breaker_record(const struct breaker_policy *p, struct breaker
                                   const char *error_class, int64_t now_ns)
 {
     bool counts = !ok && breaker_counts(error_class);
+    if (!ok && breaker_restarts(error_class))
+        b->restart_ns = now_ns;
     switch (b->state) {
     case BREAKER_CLOSED: {
         if (p->failures <= 0 || (!ok && !counts))
@@ -198,7 +211,7 @@ void breaker_assigned(struct breaker *b)
         b->probe_inflight = true;
 }
 
-void breaker_apply(const struct breaker *b, struct worker_info *w)
+void breaker_apply(struct breaker *b, struct worker_info *w)
 {
     switch (b->state) {
     case BREAKER_CLOSED:
@@ -213,6 +226,15 @@ void breaker_apply(const struct breaker *b, struct worker_info *w)
             w->draining = true;
         break;
     }
+    if (b->restart_ns > w->reported_ns)
+        w->draining = true;
+    else
+        b->restart_ns = 0;
+}
+
+bool breaker_awaits_report(const struct breaker *b)
+{
+    return b->restart_ns != 0;
 }
 
 int64_t breaker_next_due_ns(const struct breaker *b)

@@ -61,6 +61,10 @@ struct breaker {
     uint64_t outcomes;        /* recent attempts, newest in bit 0: 1 = failed */
     int nattempts;            /* how many bits of `outcomes` are meaningful */
     char reason[160];         /* why it is in its state now */
+    /* When an attempt ended in a fault after which the agent restarts the
+     * GPU's runtime (breaker_restarts); 0 = none awaits the worker's next
+     * report. Until then it takes nothing new (breaker_apply). */
+    int64_t restart_ns;
 };
 
 void breaker_policy_defaults(struct breaker_policy *p);
@@ -70,8 +74,14 @@ const char *breaker_state_name(enum breaker_state s);
 /* breaker_counts: whether a failure of this class is the GPU's fault. */
 bool breaker_counts(const char *error_class);
 
+/* breaker_restarts: whether the agent restarts the GPU's runtime after a
+ * failure of this class (crash, hang; oom and cuda, whose CUDA context is not
+ * trusted after them: R27). */
+bool breaker_restarts(const char *error_class);
+
 /* breaker_record: an attempt on this worker ended (ok, or failed with cls).
- * Returns the transition it caused; b->reason says why. */
+ * Returns the transition it caused; b->reason says why. A failure that
+ * restarts the runtime also sets b->restart_ns, whatever the state. */
 enum breaker_event breaker_record(const struct breaker_policy *p, struct breaker *b, bool ok,
                                   const char *error_class, int64_t now_ns);
 
@@ -83,8 +93,18 @@ enum breaker_event breaker_tick(const struct breaker_policy *p, struct breaker *
 void breaker_assigned(struct breaker *b);
 
 /* breaker_apply: what the scheduler may see of the worker — OPEN: not healthy;
- * HALF_OPEN: one slot, and none while the probe runs. */
-void breaker_apply(const struct breaker *b, struct worker_info *w);
+ * HALF_OPEN: one slot, and none while the probe runs. Whatever the state,
+ * draining while its runtime restarts: from b->restart_ns until a report of
+ * the worker at or after it (w->reported_ns: a heartbeat, which says whether
+ * the runtime is back, or a poll, which an agent sends only for a ready
+ * worker), which ends the wait (restart_ns back to 0). Without that, a retry
+ * could be handed to a GPU whose runtime just died with it, on the strength
+ * of a report from before the death, such as a poll sent while the job ran. */
+void breaker_apply(struct breaker *b, struct worker_info *w);
+
+/* breaker_awaits_report: a runtime restart waits for the worker's next
+ * report (the caller then passes each report to breaker_apply). */
+bool breaker_awaits_report(const struct breaker *b);
 
 /* breaker_next_due_ns: when breaker_tick could next change it (0 = never). */
 int64_t breaker_next_due_ns(const struct breaker *b);

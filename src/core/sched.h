@@ -82,6 +82,9 @@ struct worker_info {
      * taken, so the GPU does not idle between jobs for the round trip of
      * its next request. */
     int ahead;
+    /* When its agent last reported it (monotonic ns, the caller's clock):
+     * breaker_apply compares it with a runtime restart (core/breaker.h). */
+    int64_t reported_ns;
 };
 
 /* What the scheduler needs of a job. */

@@ -65,6 +65,7 @@ struct dmsg {
     char worker_id[SCHED_NAME_MAX];
     bool ok;
     bool verdict;                 /* JOB_FINISHED: the attempt's end says something of the worker */
+    int64_t at_ns;                /* JOB_FINISHED: when its end was heard (before any later report) */
     dispatch_eta_fn eta_fn;       /* JOB_ADD: answered with the job's ETA once dispatched */
     void *eta_arg;
     int eta_rc;                   /* JOB_ADD: the ETA, read under the scheduler lock */
@@ -259,6 +260,7 @@ void dispatcher_job_finished(struct dispatcher *d, uint64_t job_id, const char *
     snprintf(m->worker_id, sizeof m->worker_id, "%s", worker_id);
     m->ok = ok;
     m->verdict = cls != NULL;
+    m->at_ns = clock_mono_ns();
     snprintf(m->cls, sizeof m->cls, "%s", cls ? cls : "");
     m->load_ns = load_ns;
     m->run_ns = run_ns;
@@ -759,8 +761,10 @@ static bool handle(struct dispatcher *d, struct dmsg *m, int64_t now)
         registry_inflight(d->h->registry, m->worker_id, -1);
         if (m->verdict) {
             struct breaker *b = breaker_of(d, m->worker_id);
+            /* Stamped when heard: a report of the worker after it (a poll
+             * that follows the answer to this one) postdates it. */
             enum breaker_event ev =
-                breaker_record(&d->h->cfg.breaker, b, m->ok, m->cls, now);
+                breaker_record(&d->h->cfg.breaker, b, m->ok, m->cls, m->at_ns);
             breaker_event(d, m->worker_id, b, ev);
         }
         refresh_worker(d, m->worker_id, now);
@@ -780,6 +784,13 @@ static bool handle(struct dispatcher *d, struct dmsg *m, int64_t now)
         remove_worker(d, m->worker_id, now);
         break;
     case M_POLL:
+        /* Its agent asks for work only for a ready worker: one that waited
+         * for a report after its runtime's restart takes work again. */
+        for (int i = 0; i < m->poller->nws; i++) {
+            struct breaker *b = hashmap_get_str(&d->breakers, m->poller->ws[i].id);
+            if (b && breaker_awaits_report(b))
+                refresh_worker(d, m->poller->ws[i].id, now);
+        }
         m->poller->next = d->pollers;
         d->pollers = m->poller;
         atomic_fetch_add(&d->npollers, 1);

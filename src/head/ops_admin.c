@@ -56,8 +56,9 @@ int head_worker_poll(struct head *h, const struct dispatch_poll_worker *ws, int 
                      int64_t deadline_ns, bool early, int *unknown, dispatch_answer_fn answer,
                      void *arg)
 {
+    int64_t now = clock_mono_ns();
     for (int i = 0; i < nws; i++)
-        if (!registry_known(h->registry, ws[i].id)) {
+        if (!registry_polled(h->registry, ws[i].id, now)) {
             *unknown = i;
             return GPUQ_ENOENT;
         }

@@ -206,10 +206,12 @@ int registry_get(struct registry *r, const char *id, struct worker_rec *out)
     return i >= 0 ? 0 : GPUQ_ENOENT;
 }
 
-bool registry_known(struct registry *r, const char *id)
+bool registry_polled(struct registry *r, const char *id, int64_t now_ns)
 {
     pthread_mutex_lock(&r->lock);
     int i = find(r, id);
+    if (i >= 0)
+        r->v[i]->last_poll_ns = now_ns;
     pthread_mutex_unlock(&r->lock);
     return i >= 0;
 }
@@ -278,6 +280,7 @@ static void worker_info(const struct worker_rec *w, int64_t now_ns, struct worke
     memcpy(out->caps, w->caps, sizeof out->caps);
     out->concurrency = w->concurrency > 0 ? w->concurrency : 1;
     out->ahead = w->ahead;
+    out->reported_ns = w->last_poll_ns > w->last_seen_ns ? w->last_poll_ns : w->last_seen_ns;
     out->vram_total_mb = w->tel.vram_total_mb;
     out->vram_free_mb = w->tel.vram_free_mb;
     for (int m = 0; m < w->nmodels && out->nloaded < SCHED_MAX_LOADED; m++) {

@@ -65,6 +65,7 @@ struct worker_rec {
     long long cache_hits, cache_misses;
     int64_t registered_ms;
     int64_t last_seen_ns;
+    int64_t last_poll_ns;     /* its latest assignment poll (registry_polled) */
     int inflight;             /* attempts the head assigned and has not seen end */
     /* The dispatcher's circuit breaker for this worker, as last published. */
     enum breaker_state breaker;
@@ -96,8 +97,10 @@ void registry_inflight(struct registry *r, const char *id, int delta);
 void registry_set_breaker(struct registry *r, const char *id, const struct breaker *b);
 /* Copies one worker out. */
 int registry_get(struct registry *r, const char *id, struct worker_rec *out);
-/* Whether the worker is registered (no copy). */
-bool registry_known(struct registry *r, const char *id);
+/* An assignment poll names the worker, which its agent sends only while the
+ * worker is ready: remembered as its latest report beside its heartbeats
+ * (worker_info.reported_ns). Returns whether the worker is registered. */
+bool registry_polled(struct registry *r, const char *id, int64_t now_ns);
 /* The scheduler's view of one worker (without copying the record out);
  * GPUQ_ENOENT for an unknown worker. */
 int registry_get_info(struct registry *r, const char *id, int64_t now_ns, struct worker_info *out);

@@ -56,6 +56,7 @@ static void fill_worker(struct sim *s, int gpu, struct worker_info *w)
     w->speed = sim_gpu_speed(s, gpu);
     w->healthy = g->alive;
     w->reserved = spec->reserved;
+    w->reported_ns = ns(s->now); /* a simulated agent reports at once */
     struct gpuq_state *st = s->pstate;
     breaker_apply(&st->br[gpu], w);
 }

@@ -949,6 +949,9 @@ def test_retry_leaves_the_failed_gpu_when_another_registers(head_factory):
     a = wa.poll()
     assert a["job_id"] == job["id"] and a["attempt"] == 1
     assert wa.fail(a, "cuda").json()["retried"] is True
+    # Its runtime restarted after the CUDA error (R27) and is back: until
+    # this report gpu-a would take nothing new.
+    assert wa.heartbeat().status == 200
     # The retry is placed on gpu-a, the only GPU there is (observed in the
     # placement log, before gpu-b exists).
     placement = f'"event":"placement","job":"{job["id"]}","worker":"gpu-a"'
@@ -967,6 +970,52 @@ def test_retry_leaves_the_failed_gpu_when_another_registers(head_factory):
     assert done["state"] == "succeeded"
     assert [(x["worker"], x["outcome"]) for x in done["attempts"]] == [
         ("gpu-a", "error"), ("gpu-b", "ok")]
+
+
+def polls_heard(h):
+    """How many assignment polls the head has taken in (its /metrics)."""
+    text = h.admin().get("/metrics").body.decode()
+    return sum(int(line.split()[-1]) for line in text.splitlines()
+               if line.startswith("gpuq_agent_poll_workers_count"))
+
+
+def test_a_poll_out_before_its_runtime_died_gets_no_retry(head_factory):
+    """gpu-a holds ahead, so a poll of it is out while its job runs. The job
+    crashes with its runtime, and gpu-a is the only GPU: the poll that was
+    sent before the crash must not be handed the retry (the runtime is
+    restarting; the retry would spend another attempt there). The agent's
+    next report says the runtime is back: a heartbeat, or a poll sent after
+    the crash, which an agent sends only for a ready worker. Then gpu-a takes
+    the retry, the only GPU there is."""
+    h = head_factory(config_text="[lifecycle]\nmax_attempts = 5\n")
+    c = h.client(h.add_tenant("acme"))
+    token = h.add_worker_token()
+    wa = FakeWorker(h, token, "gpu-a", ahead=1).start()
+    held = FakeWorker(h, token, "gpu-a", ahead=1)  # its own connection, for the poll left out
+    job = submit(c).json()
+    a = wa.poll()
+    assert a["job_id"] == job["id"] and a["attempt"] == 1
+    assert wa.heartbeat(running=[(job["id"], 1)]).status == 200
+    for cls, report in (("crash", "heartbeat"), ("hang", "poll")):
+        heard = polls_heard(h)
+        out = {}
+        t = threading.Thread(target=lambda: out.setdefault("a", held.poll(wait=2)))
+        t.start()
+        wait_until(lambda: polls_heard(h) > heard, 10, "the head to hold gpu-a's poll")
+        assert wa.fail(a, cls).json()["retried"] is True
+        t.join()
+        assert out["a"] is None, (cls, out)  # the poll from before the crash got nothing
+        assert job_of(c, job["id"])["state"] == "queued"
+        if report == "heartbeat":
+            assert wa.heartbeat().status == 200
+        b = wa.poll(wait=5)
+        assert b is not None and b["job_id"] == job["id"] and b["attempt"] == a["attempt"] + 1, b
+        a = b
+    assert wa.complete(a).status == 200
+    done = job_of(c, job["id"])
+    assert done["state"] == "succeeded"
+    assert [(x["worker"], x["outcome"], x["error_class"]) for x in done["attempts"]] == [
+        ("gpu-a", "error", "crash"), ("gpu-a", "error", "hang"), ("gpu-a", "ok", None)]
 
 
 def test_a_stopped_head_blames_no_worker_for_its_own_silence(head_factory):

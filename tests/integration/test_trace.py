@@ -41,6 +41,9 @@ def run_retried_job(head):
     assert w0.progress(a, "loading", 0.0).status == 200
     assert w0.progress(a, "generating", 0.3).status == 200
     assert w0.fail(a, cls="oom", message="CUDA out of memory").status == 200
+    # An agent restarts the runtime after an oom (R27) and says when it is
+    # back: until that report gpu0 takes nothing new.
+    assert w0.heartbeat().status == 200
     # The retry goes back to gpu0, the only GPU (which failed it), once its
     # failure is stored; gpu1 comes after that and takes it over. Were gpu1
     # there first, the retry would go straight to it (seen once in a loaded

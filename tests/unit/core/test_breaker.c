@@ -42,6 +42,59 @@ static void test_defaults_and_counting_classes(void **state)
     assert_string_equal(breaker_state_name(BREAKER_HALF_OPEN), "half_open");
 }
 
+/* A fault after which the agent restarts the runtime makes the worker take
+ * nothing new until it reports again later than the fault, whatever the
+ * breaker's state; other failures and successes do not. */
+static void test_restarting_runtime_takes_nothing_until_reported(void **state)
+{
+    (void)state;
+    const char *restarting[] = {"crash", "hang", "oom", "cuda"};
+    const char *not_restarting[] = {"qc", "lease", "lost", "bad_input", "cancelled", "timeout"};
+    for (size_t i = 0; i < sizeof(restarting) / sizeof(restarting[0]); i++)
+        assert_true(breaker_restarts(restarting[i]));
+    for (size_t i = 0; i < sizeof(not_restarting) / sizeof(not_restarting[0]); i++)
+        assert_false(breaker_restarts(not_restarting[i]));
+    assert_false(breaker_restarts(NULL));
+
+    struct breaker_policy p = pol();
+    struct breaker b;
+    breaker_init(&b);
+    struct worker_info w;
+    memset(&w, 0, sizeof(w));
+    w.concurrency = 1;
+    w.healthy = true;
+    w.reported_ns = 10 * SEC;
+    assert_int_equal(breaker_record(&p, &b, false, "qc", 11 * SEC), BREAKER_EV_NONE);
+    breaker_apply(&b, &w);
+    assert_false(w.draining); /* a failed quality check leaves the runtime up */
+    assert_false(breaker_awaits_report(&b));
+    assert_int_equal(breaker_record(&p, &b, false, "crash", 12 * SEC), BREAKER_EV_NONE);
+    assert_true(breaker_awaits_report(&b));
+    breaker_apply(&b, &w);
+    assert_true(w.healthy);
+    assert_true(w.draining); /* its last report is from before the crash */
+    assert_int_equal(b.state, BREAKER_CLOSED);
+    w.draining = false;
+    w.reported_ns = 12 * SEC - 1;
+    breaker_apply(&b, &w);
+    assert_true(w.draining);
+    w.draining = false;
+    w.reported_ns = 12 * SEC; /* the agent reported since (the simulator's, at once) */
+    breaker_apply(&b, &w);
+    assert_false(w.draining);
+    assert_false(breaker_awaits_report(&b)); /* the wait is over */
+    w.reported_ns = 11 * SEC; /* an older report seen later changes nothing */
+    breaker_apply(&b, &w);
+    assert_false(w.draining);
+    assert_true(w.healthy);
+    /* A success after the restart does not hide a later crash. */
+    assert_int_equal(breaker_record(&p, &b, true, NULL, 13 * SEC), BREAKER_EV_NONE);
+    assert_int_equal(breaker_record(&p, &b, false, "hang", 14 * SEC), BREAKER_EV_OPENED);
+    breaker_apply(&b, &w);
+    assert_false(w.healthy);
+    assert_true(w.draining);
+}
+
 static void test_opens_after_n_in_window(void **state)
 {
     (void)state;
@@ -236,6 +289,7 @@ static void test_half_open_single_probe_and_backoff(void **state)
     w.healthy = true;
     w.draining = false;
     w.concurrency = 4;
+    w.reported_ns = 393 * SEC; /* its agent reported after the failed probes */
     breaker_apply(&b, &w);
     assert_true(w.healthy && !w.draining && w.concurrency == 4);
     trip(&p, &b, 400 * SEC);
@@ -247,6 +301,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_and_counting_classes),
+        cmocka_unit_test(test_restarting_runtime_takes_nothing_until_reported),
         cmocka_unit_test(test_opens_after_n_in_window),
         cmocka_unit_test(test_old_failures_fall_out_and_non_counting),
         cmocka_unit_test(test_half_open_single_probe_and_backoff),
