@@ -36,26 +36,25 @@ const char *breaker_state_name(enum breaker_state s)
     return "unknown";
 }
 
+/* Whether error_class (NULL: none) is one of the n classes. */
+static bool class_in(const char *error_class, const char *const *classes, size_t n)
+{
+    for (size_t i = 0; error_class && i < n; i++)
+        if (strcmp(error_class, classes[i]) == 0)
+            return true;
+    return false;
+}
+
 bool breaker_counts(const char *error_class)
 {
     static const char *const gpu_faults[] = {"oom", "cuda", "crash", "hang", "qc", "lease", "lost"};
-    if (!error_class)
-        return false;
-    for (size_t i = 0; i < sizeof(gpu_faults) / sizeof(gpu_faults[0]); i++)
-        if (strcmp(error_class, gpu_faults[i]) == 0)
-            return true;
-    return false;
+    return class_in(error_class, gpu_faults, sizeof(gpu_faults) / sizeof(gpu_faults[0]));
 }
 
 bool breaker_restarts(const char *error_class)
 {
     static const char *const restarting[] = {"crash", "hang", "oom", "cuda"};
-    if (!error_class)
-        return false;
-    for (size_t i = 0; i < sizeof(restarting) / sizeof(restarting[0]); i++)
-        if (strcmp(error_class, restarting[i]) == 0)
-            return true;
-    return false;
+    return class_in(error_class, restarting, sizeof(restarting) / sizeof(restarting[0]));
 }
 
 static int64_t first_cooldown(const struct breaker_policy *p)
