@@ -21,6 +21,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "core/breaker.h"
 
 #define MOD "agent"
 
@@ -803,11 +804,14 @@ static void on_result(struct worker *w, struct job *j, const struct rt_msg *m, c
 
 static void on_job_error(struct worker *w, struct job *j, const struct rt_msg *m)
 {
-    bool restart = strcmp(m->cls, "oom") == 0 || strcmp(m->cls, "cuda") == 0;
+    /* R27: a CUDA context after OOM or a CUDA error is not trusted. The
+     * head's list of the classes after which the runtime restarts (it gives
+     * the worker nothing new until it reports again), so the two agree. */
+    bool restart = breaker_restarts(m->cls);
     char cls[16];
     snprintf(cls, sizeof cls, "%s", m->cls);
     job_fail(w, j, cls, m->message[0] ? m->message : cls);
-    if (restart) /* R27: a CUDA context after OOM or a CUDA error is not trusted */
+    if (restart)
         runtime_lost(w, cls, "restarting after a failed job");
 }
 

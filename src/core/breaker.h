@@ -76,7 +76,7 @@ bool breaker_counts(const char *error_class);
 
 /* breaker_restarts: whether the agent restarts the GPU's runtime after a
  * failure of this class (crash, hang; oom and cuda, whose CUDA context is not
- * trusted after them: R27). */
+ * trusted after them: R27). The agent decides its restarts with it too. */
 bool breaker_restarts(const char *error_class);
 
 /* breaker_record: an attempt on this worker ended (ok, or failed with cls).
