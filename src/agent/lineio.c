@@ -1,8 +1,10 @@
 /* lineio.c: bounded line splitting (see lineio.h). */
 #include "agent/lineio.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
 
@@ -93,4 +95,22 @@ size_t line_reader_take(struct line_reader *r, void *dst, size_t n)
         memcpy(dst, r->buf + r->pos, k);
     r->pos += k;
     return k;
+}
+
+char *read_exact(int fd, size_t n)
+{
+    char *p = xmalloc(n + 1);
+    size_t off = 0;
+    while (off < n) {
+        ssize_t r = read(fd, p + off, n - off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            free(p);
+            return NULL;
+        }
+        off += (size_t)r;
+    }
+    p[n] = '\0';
+    return p;
 }

@@ -34,4 +34,9 @@ enum line_result line_reader_next(struct line_reader *r, char **line, size_t *le
  * when dst is NULL. Returns how many; 0 when more must be read first. */
 size_t line_reader_take(struct line_reader *r, void *dst, size_t n);
 
+/* read_exact: reads exactly n bytes from fd (an output file a runtime wrote)
+ * into a new buffer of n + 1 bytes, NUL-terminated, that the caller frees.
+ * NULL on a read error or when the file ends before n bytes. */
+char *read_exact(int fd, size_t n);
+
 #endif

@@ -43,21 +43,10 @@ static int read_file(const char *path, int64_t expect, char **data, size_t *len)
         return GPUQ_EIO;
     }
     size_t n = (size_t)st.st_size;
-    char *p = xmalloc(n + 1);
-    size_t off = 0;
-    while (off < n) {
-        ssize_t r = read(fd, p + off, n - off);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        off += (size_t)r;
-    }
+    char *p = read_exact(fd, n);
     close(fd);
-    if (off != n) {
-        free(p);
+    if (!p)
         return GPUQ_EIO;
-    }
     *data = p;
     *len = n;
     return 0;

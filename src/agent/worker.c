@@ -712,21 +712,11 @@ static int take_output(struct worker *w, const struct job *j, const char *path, 
         return GPUQ_EIO;
     }
     size_t n = (size_t)st.st_size;
-    char *p = xmalloc(n + 1);
-    size_t off = 0;
-    while (off < n) {
-        ssize_t r = read(fd, p + off, n - off);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        off += (size_t)r;
-    }
+    char *p = read_exact(fd, n);
     close(fd);
     if (small) /* it lives on in memory only */
         unlink(path);
-    if (off != n) {
-        free(p);
+    if (!p) {
         if (!small)
             unlink(keep);
         snprintf(why, whylen, "short read of output");
