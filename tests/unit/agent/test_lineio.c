@@ -4,7 +4,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -109,12 +111,46 @@ static void test_many_small_reads(void **state)
     line_reader_fini(&r);
 }
 
+/* A pipe whose writer wrote `len` bytes of `s` and closed: reads end there. */
+static int closed_pipe(const char *s, size_t len)
+{
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    assert_int_equal(write(fds[1], s, len), (ssize_t)len);
+    close(fds[1]);
+    return fds[0];
+}
+
+static void test_read_exact_takes_the_whole_output_or_nothing(void **state)
+{
+    (void)state;
+    int fd = closed_pipe("\x89PNG\0rest", 9);
+    char *p = read_exact(fd, 9);
+    close(fd);
+    assert_non_null(p);
+    assert_memory_equal(p, "\x89PNG\0rest", 9);
+    assert_int_equal(p[9], '\0');
+    free(p);
+
+    fd = closed_pipe("short", 5); /* the file ends before the size it was said to have */
+    assert_null(read_exact(fd, 6));
+    close(fd);
+
+    fd = closed_pipe("", 0);
+    p = read_exact(fd, 0);
+    close(fd);
+    assert_non_null(p);
+    assert_int_equal(p[0], '\0');
+    free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lines_and_partials),
         cmocka_unit_test(test_overlong_line_is_skipped),
         cmocka_unit_test(test_many_small_reads),
+        cmocka_unit_test(test_read_exact_takes_the_whole_output_or_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
