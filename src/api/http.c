@@ -630,6 +630,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     http_req_release(req);
 }
 
+/* fmt is libmicrohttpd's own format string. */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
