@@ -2,7 +2,7 @@
  * thread: the yardstick beside `make bench`'s latencies. A job passes
  * between a dozen threads and processes (bench/README.md, "One connection,
  * wake-up by wake-up"), and each hand-off is a wake-up; what one costs is
- * the machine's, not gpuq's (about 2 µs on one CPU, 30 µs across CPUs on a
+ * the machine's, not gpuq's (about 2 µs on one CPU, 30-50 µs across CPUs on a
  * nested VM whose idle vCPUs halt at once: bench/README.md, "What a wake-up
  * costs on this box").
  *
