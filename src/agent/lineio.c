@@ -1,4 +1,4 @@
-/* lineio.c: bounded line splitting (see lineio.h). */
+/* lineio.c: bounded line splitting and whole reads (see lineio.h). */
 #include "agent/lineio.h"
 
 #include <errno.h>

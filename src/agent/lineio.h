@@ -1,4 +1,5 @@
-/* lineio.h: bounded line splitting for bytes read from a runtime's stdout.
+/* lineio.h: bounded line splitting for bytes read from a runtime's stdout,
+ * and the whole read of an output file it wrote (read_exact).
  * Lines longer than max are not kept: the reader reports one overlong line and
  * skips to the next newline, so a runtime can never make the agent grow
  * without bound. Invariant: len <= max; while skipping, len == 0. */
