@@ -795,8 +795,8 @@ static void on_result(struct worker *w, struct job *j, const struct rt_msg *m, c
 static void on_job_error(struct worker *w, struct job *j, const struct rt_msg *m)
 {
     /* R27: a CUDA context after OOM or a CUDA error is not trusted. The
-     * head's list of the classes after which the runtime restarts (it gives
-     * the worker nothing new until it reports again), so the two agree. */
+     * classes come from the core, whose list the head relies on too (after
+     * them it gives the worker nothing new until it reports again). */
     bool restart = breaker_restarts(m->cls);
     char cls[16];
     snprintf(cls, sizeof cls, "%s", m->cls);
