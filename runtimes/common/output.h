@@ -56,9 +56,10 @@ int rt_write_bytes(const char *dir, const char *id, const void *data, size_t len
  * did not offer it (an older agent): every result goes through a file. */
 size_t rt_inline_max(void);
 
-/* rt_emit_inline writes a result whose bytes follow its line, then flushes:
+/* rt_emit_inline writes a result whose bytes follow its line:
  * {"type":"result","id":ID,"outputs":[{"bytes":LEN,"content_type":CT}],
- * "run_ms":RUN_MS}\n and LEN raw bytes. Only for len <= rt_inline_max().
+ * "run_ms":RUN_MS}\n and LEN raw bytes, in one write to out's descriptor
+ * after flushing what out holds. Only for len <= rt_inline_max().
  * 0, or -1 when stdout failed. */
 int rt_emit_inline(FILE *out, const char *id, const char *content_type, int64_t run_ms,
                    const void *data, size_t len);

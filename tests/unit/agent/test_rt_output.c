@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -208,6 +209,42 @@ static void test_inline_result_is_a_line_then_its_bytes(void **state)
     assert_memory_equal(nl + 1, bytes, sizeof bytes);
 }
 
+/* A result larger than stdio's buffer leaves in one write, so the agent's
+ * controller wakes once to read it, not once a part. A packet socket keeps
+ * each write apart: the first packet holds the whole message, line and
+ * bytes, and some stdio output written before it stays in its own. */
+static void test_inline_result_leaves_in_one_write(void **state)
+{
+    (void)state;
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+    FILE *f = fdopen(sv[0], "w");
+    assert_non_null(f);
+    size_t len = 12432; /* the size of the simulated runtime's default PNG */
+    unsigned char *bytes = malloc(len);
+    assert_non_null(bytes);
+    for (size_t i = 0; i < len; i++)
+        bytes[i] = (unsigned char)(i * 7);
+    fputs("{\"type\":\"progress\"}\n", f); /* buffered by stdio, not yet written */
+    assert_int_equal(rt_emit_inline(f, "9.1", "image/png", 3, bytes, len), 0);
+    static char pkt[65536];
+    ssize_t n = recv(sv[1], pkt, sizeof pkt, 0);
+    assert_int_equal(n, (ssize_t)strlen("{\"type\":\"progress\"}\n"));
+    n = recv(sv[1], pkt, sizeof pkt, 0);
+    assert_true(n > (ssize_t)len);
+    char *nl = memchr(pkt, '\n', (size_t)n);
+    assert_non_null(nl);
+    struct rt_msg m;
+    char err[160];
+    assert_int_equal(rt_parse(pkt, (size_t)(nl - pkt), &m, err, sizeof err), 0);
+    assert_int_equal(m.inline_bytes, len);
+    assert_int_equal((size_t)n - (size_t)(nl + 1 - pkt), len);
+    assert_memory_equal(nl + 1, bytes, len);
+    fclose(f);
+    close(sv[1]);
+    free(bytes);
+}
+
 static void test_inline_offer_from_the_environment(void **state)
 {
     (void)state;
@@ -229,6 +266,7 @@ int main(void)
         cmocka_unit_test(test_png_settings_and_sizes),
         cmocka_unit_test(test_files_hold_what_was_written),
         cmocka_unit_test(test_inline_result_is_a_line_then_its_bytes),
+        cmocka_unit_test(test_inline_result_leaves_in_one_write),
         cmocka_unit_test(test_inline_offer_from_the_environment),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
