@@ -176,7 +176,7 @@ int rt_emit_inline(FILE *out, const char *id, const char *content_type, int64_t 
     if (rc == 0) {
         static char nl[] = "\n";
         struct iovec iov[3] = {{line, strlen(line)}, {nl, 1}, {(void *)data, len}};
-        rc = write_all(fileno(out), iov, len ? 3 : 2);
+        rc = write_all(fileno(out), iov, 3);
     }
     free(line);
     return rc;
